@@ -1,0 +1,275 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+#include "channel.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include <cstring>
+
+namespace cipc {
+
+Error system_error(const std::string& what, int errno_value) {
+  return Error{ErrorCode::kSystem, what + ": " + std::strerror(errno_value)};
+}
+
+namespace {
+
+Result<sockaddr_un> make_address(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof(addr.sun_path))
+    return Error{ErrorCode::kInvalidArgument,
+                 "socket path '" + path + "' is empty or longer than " +
+                     std::to_string(sizeof(addr.sun_path) - 1) + " bytes"};
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  return addr;
+}
+
+UniqueFd make_socket() {
+  return UniqueFd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+}
+
+void set_error(std::string* error, const std::string& text) {
+  if (error) *error = text;
+}
+
+}  // namespace
+
+Result<Channel> Channel::connect(const std::string& path) {
+  auto addr = make_address(path);
+  if (!addr) return addr.error();
+  // Connect in blocking mode (a Unix connect completes or fails at once), then go non-blocking.
+  UniqueFd fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  if (!fd) return system_error("socket()", errno);
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr.value()), sizeof(sockaddr_un)) != 0) {
+    const int e = errno;
+    if (e == ENOENT || e == ECONNREFUSED)
+      return Error{ErrorCode::kConnectFailed, "no producer is serving '" + path + "' (" +
+                                                  std::strerror(e) + ")"};
+    if (e == EACCES) return Error{ErrorCode::kPermissionDenied, "no permission to connect to '" + path + "'"};
+    return system_error("connect('" + path + "')", e);
+  }
+  const int flags = ::fcntl(fd.get(), F_GETFL);
+  if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags | O_NONBLOCK) != 0)
+    return system_error("fcntl(O_NONBLOCK)", errno);
+  return Channel(std::move(fd));
+}
+
+Result<std::pair<Channel, Channel>> Channel::pair() {
+  int fds[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, fds) != 0)
+    return system_error("socketpair()", errno);
+  return std::make_pair(Channel(UniqueFd(fds[0])), Channel(UniqueFd(fds[1])));
+}
+
+IoResult Channel::send(const Message& message, const int* fds, size_t n_fds, std::string* error) {
+  return send(encode(message), fds, n_fds, error);
+}
+
+IoResult Channel::send(const std::vector<uint8_t>& bytes, const int* fds, size_t n_fds,
+                       std::string* error) {
+  if (!fd_) {
+    set_error(error, "channel is closed");
+    return IoResult::kClosed;
+  }
+  if (n_fds > kMaxFdsPerMessage) {
+    set_error(error, "too many file descriptors for one message");
+    return IoResult::kError;
+  }
+  iovec iov{const_cast<uint8_t*>(bytes.data()), bytes.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFdsPerMessage)];
+  if (n_fds > 0) {
+    std::memset(control, 0, sizeof(control));
+    msg.msg_control = control;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * n_fds);
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
+    std::memcpy(CMSG_DATA(c), fds, sizeof(int) * n_fds);
+  }
+  for (;;) {
+    const ssize_t n = ::sendmsg(fd_.get(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n >= 0) return IoResult::kOk;
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return IoResult::kWouldBlock;
+    if (errno == EPIPE || errno == ECONNRESET || errno == ENOTCONN) {
+      set_error(error, "peer closed the connection");
+      return IoResult::kClosed;
+    }
+    set_error(error, std::string("sendmsg(): ") + std::strerror(errno));
+    return IoResult::kError;
+  }
+}
+
+IoResult Channel::receive(Packet& out, std::string* error) {
+  out.bytes.resize(kMaxMessageSize + 1);  // one spare byte reveals oversized packets
+  out.fds.clear();
+  if (!fd_) {
+    set_error(error, "channel is closed");
+    return IoResult::kClosed;
+  }
+  iovec iov{out.bytes.data(), out.bytes.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFdsPerMessage)];
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  ssize_t n;
+  for (;;) {
+    n = ::recvmsg(fd_.get(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n >= 0) break;
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return IoResult::kWouldBlock;
+    if (errno == ECONNRESET || errno == ENOTCONN) {
+      set_error(error, "peer closed the connection");
+      return IoResult::kClosed;
+    }
+    set_error(error, std::string("recvmsg(): ") + std::strerror(errno));
+    return IoResult::kError;
+  }
+  // Take ownership of every descriptor first, so that nothing leaks on any error below.
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+      const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < count; ++i) {
+        int fd;
+        std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+        out.fds.emplace_back(fd);
+      }
+    }
+  }
+  if (n == 0 && out.fds.empty()) {
+    set_error(error, "peer closed the connection");
+    return IoResult::kClosed;
+  }
+  if ((msg.msg_flags & MSG_TRUNC) || static_cast<size_t>(n) > kMaxMessageSize) {
+    out.fds.clear();
+    set_error(error, "oversized message (more than " + std::to_string(kMaxMessageSize) + " bytes)");
+    return IoResult::kError;
+  }
+  if (msg.msg_flags & MSG_CTRUNC || out.fds.size() > kMaxFdsPerMessage) {
+    out.fds.clear();
+    set_error(error, "too many file descriptors attached to one message");
+    return IoResult::kError;
+  }
+  out.bytes.resize(static_cast<size_t>(n));
+  return IoResult::kOk;
+}
+
+bool Channel::wait_readable(int timeout_ms, int wake_fd) const {
+  pollfd p[2] = {{fd_.get(), POLLIN, 0}, {wake_fd, POLLIN, 0}};
+  const nfds_t n = wake_fd >= 0 ? 2 : 1;
+  for (;;) {
+    const int r = ::poll(p, n, timeout_ms);
+    if (r < 0 && errno == EINTR) continue;
+    return r > 0;
+  }
+}
+
+Result<PeerCredentials> Channel::peer_credentials() const {
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (::getsockopt(fd_.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
+    return system_error("getsockopt(SO_PEERCRED)", errno);
+  return PeerCredentials{cred.pid, cred.uid, cred.gid};
+}
+
+void Channel::shutdown() {
+  if (fd_) ::shutdown(fd_.get(), SHUT_RDWR);
+}
+
+Listener::Listener(Listener&& other) noexcept { *this = std::move(other); }
+
+Listener& Listener::operator=(Listener&& other) noexcept {
+  if (this != &other) {
+    close();
+    fd_ = std::move(other.fd_);
+    path_ = std::move(other.path_);
+    dev_ = other.dev_;
+    ino_ = other.ino_;
+    other.path_.clear();
+  }
+  return *this;
+}
+
+Listener::~Listener() { close(); }
+
+void Listener::close() {
+  if (!path_.empty()) {
+    // Remove the file only if it is still the socket we created, not a successor's.
+    struct stat st {};
+    if (::lstat(path_.c_str(), &st) == 0 && st.st_dev == dev_ && st.st_ino == ino_)
+      ::unlink(path_.c_str());
+    path_.clear();
+  }
+  fd_.reset();
+}
+
+Result<Listener> Listener::bind(const std::string& path, unsigned mode) {
+  auto addr = make_address(path);
+  if (!addr) return addr.error();
+
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode))
+      return Error{ErrorCode::kNotASocket,
+                   "'" + path + "' exists and is not a socket; refusing to replace it"};
+    auto probe = Channel::connect(path);
+    if (probe) {
+      return Error{ErrorCode::kAddressInUse,
+                   "another producer is serving '" + path + "'; stop it or choose another socket-path"};
+    }
+    if (probe.error().code != ErrorCode::kConnectFailed) return probe.error();
+    // Nobody accepts there: the file is left over from a producer that died. Replace it.
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+      return system_error("removing stale socket '" + path + "'", errno);
+  } else if (errno != ENOENT) {
+    return system_error("lstat('" + path + "')", errno);
+  }
+
+  Listener l;
+  l.fd_ = make_socket();
+  if (!l.fd_) return system_error("socket()", errno);
+  if (::bind(l.fd_.get(), reinterpret_cast<const sockaddr*>(&addr.value()), sizeof(sockaddr_un)) != 0) {
+    const int e = errno;
+    if (e == EADDRINUSE)
+      return Error{ErrorCode::kAddressInUse, "'" + path + "' was taken by another producer"};
+    if (e == EACCES || e == EROFS || e == ENOENT)
+      return Error{ErrorCode::kPermissionDenied,
+                   "cannot create socket '" + path + "': " + std::strerror(e)};
+    return system_error("bind('" + path + "')", e);
+  }
+  if (::lstat(path.c_str(), &st) != 0) return system_error("lstat('" + path + "')", errno);
+  l.path_ = path;
+  l.dev_ = st.st_dev;
+  l.ino_ = st.st_ino;
+  if (::chmod(path.c_str(), mode) != 0) return system_error("chmod('" + path + "')", errno);
+  if (::listen(l.fd_.get(), 16) != 0) return system_error("listen()", errno);
+  return l;
+}
+
+IoResult Listener::accept(Channel& out, std::string* error) {
+  for (;;) {
+    const int fd = ::accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd >= 0) {
+      out = Channel(UniqueFd(fd));
+      return IoResult::kOk;
+    }
+    if (errno == EINTR || errno == ECONNABORTED) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return IoResult::kWouldBlock;
+    set_error(error, std::string("accept(): ") + std::strerror(errno));
+    return IoResult::kError;
+  }
+}
+
+}  // namespace cipc

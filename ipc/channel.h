@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// A Unix SOCK_SEQPACKET connection carrying whole messages plus file descriptors (SCM_RIGHTS),
+// and the listening socket a producer serves on. Sends never block: a full socket is reported,
+// not waited on, so the producer's streaming thread cannot be stalled by a consumer.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "protocol.h"
+#include "status.h"
+#include "unique_fd.h"
+
+namespace cipc {
+
+constexpr size_t kMaxFdsPerMessage = 4;
+
+struct Packet {
+  std::vector<uint8_t> bytes;
+  std::vector<UniqueFd> fds;
+};
+
+struct PeerCredentials {
+  pid_t pid = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+enum class IoResult { kOk, kWouldBlock, kClosed, kError };
+
+class Channel {
+ public:
+  Channel() = default;
+  explicit Channel(UniqueFd fd) : fd_(std::move(fd)) {}
+
+  // Connects to a producer's socket. kConnectFailed when nobody listens there.
+  static Result<Channel> connect(const std::string& path);
+  // Two connected ends, for tests and in-process use.
+  static Result<std::pair<Channel, Channel>> pair();
+
+  bool valid() const { return fd_.valid(); }
+  int fd() const { return fd_.get(); }
+
+  // Sends one packet without blocking. `error` receives a reason for kError.
+  IoResult send(const std::vector<uint8_t>& bytes, const int* fds = nullptr, size_t n_fds = 0,
+                std::string* error = nullptr);
+  IoResult send(const Message& message, const int* fds = nullptr, size_t n_fds = 0,
+                std::string* error = nullptr);
+
+  // Receives one packet without blocking. A packet larger than kMaxMessageSize, or with more
+  // than kMaxFdsPerMessage descriptors, is an error (any descriptors that came are closed).
+  IoResult receive(Packet& out, std::string* error = nullptr);
+
+  // Waits until readable (or hung up). Returns false on timeout. timeout_ms < 0: forever.
+  // `wake_fd` (optional) also ends the wait when readable.
+  bool wait_readable(int timeout_ms, int wake_fd = -1) const;
+
+  Result<PeerCredentials> peer_credentials() const;
+  void shutdown();
+  void close() { fd_.reset(); }
+
+ private:
+  UniqueFd fd_;
+};
+
+// The producer's listening socket at a filesystem path. On bind, a stale socket file left by a
+// dead producer is replaced; a live one (someone accepts connections there) is refused; a path
+// that is not a socket is never touched. The file is removed on destruction if it is still ours.
+class Listener {
+ public:
+  Listener() = default;
+  Listener(Listener&& other) noexcept;
+  Listener& operator=(Listener&& other) noexcept;
+  ~Listener();
+
+  static Result<Listener> bind(const std::string& path, unsigned mode);
+
+  int fd() const { return fd_.get(); }
+  const std::string& path() const { return path_; }
+  // Accepts one pending connection without blocking; kWouldBlock when none is waiting.
+  IoResult accept(Channel& out, std::string* error = nullptr);
+  void close();
+
+ private:
+  UniqueFd fd_;
+  std::string path_;
+  dev_t dev_ = 0;
+  ino_t ino_ = 0;
+};
+
+}  // namespace cipc

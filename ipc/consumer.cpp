@@ -1,0 +1,331 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+#include "consumer.h"
+
+#include <unistd.h>
+
+namespace cipc {
+namespace {
+
+// Turns a failed decode, or an ERROR message, into an Error that names both sides.
+Error decode_failure(const DecodeError& e) {
+  if (e.failure == DecodeFailure::kVersionMismatch)
+    return Error{ErrorCode::kVersionMismatch,
+                 "the producer speaks protocol version " + std::to_string(e.peer_version) +
+                     ", this consumer speaks version " + std::to_string(kProtocolVersion)};
+  return Error{ErrorCode::kProtocol, "the producer sent a " + describe(e)};
+}
+
+Error from_error_message(const ErrorMessage& m) {
+  ErrorCode code = ErrorCode::kProtocol;
+  if (m.code <= static_cast<uint32_t>(ErrorCode::kUnsupported)) code = static_cast<ErrorCode>(m.code);
+  return Error{code, "the producer refused this consumer: " + m.text};
+}
+
+}  // namespace
+
+FrameClaim::FrameClaim(std::shared_ptr<ConsumerLink> link, const Frame& frame)
+    : link_(std::move(link)), generation_(frame.generation), slot_(frame.slot), sequence_(frame.sequence) {
+  ++link_->claims_outstanding;
+}
+
+FrameClaim::~FrameClaim() {
+  --link_->claims_outstanding;
+  Release m;
+  m.generation = generation_;
+  m.slot = slot_;
+  m.sequence = sequence_;
+  m.flags = flags_;
+  std::lock_guard<std::mutex> lock(link_->mutex);
+  if (link_->open && link_->channel.send(Message{m}) == IoResult::kOk)
+    ++link_->releases_sent;
+  else
+    ++link_->releases_lost;
+}
+
+Result<std::unique_ptr<Consumer>> Consumer::connect(const ConsumerConfig& config,
+                                                    MemoryBackend& backend, Waker* waker) {
+  std::shared_ptr<MemoryBackend> borrowed(&backend, [](MemoryBackend*) {});
+  return connect(
+      config, [borrowed](const Welcome&) -> Result<std::shared_ptr<MemoryBackend>> { return borrowed; },
+      waker);
+}
+
+Result<std::unique_ptr<Consumer>> Consumer::connect(const ConsumerConfig& config,
+                                                    BackendFactory backend_factory, Waker* waker) {
+  if (config.max_in_flight < 1 || config.max_in_flight > kMaxInFlight)
+    return Error{ErrorCode::kInvalidArgument,
+                 "max-in-flight must be between 1 and " + std::to_string(kMaxInFlight)};
+  auto channel = Channel::connect(config.socket_path);
+  if (!channel) return channel.error();
+  auto link = std::make_shared<ConsumerLink>();
+  link->channel = std::move(channel.value());
+
+  Hello hello;
+  hello.memory_kind = config.memory_kind;
+  hello.max_in_flight = config.max_in_flight;
+  hello.gpu_uuid = config.gpu_uuid;
+  hello.pid = static_cast<uint32_t>(::getpid());
+  std::string error;
+  if (link->channel.send(Message{hello}, nullptr, 0, &error) != IoResult::kOk)
+    return Error{ErrorCode::kClosed, "the producer closed the connection: " + error};
+
+  const uint64_t deadline = monotonic_ns() + uint64_t(config.handshake_timeout_ms) * 1000000;
+  Packet packet;
+  for (;;) {
+    const uint64_t now = monotonic_ns();
+    if (now >= deadline)
+      return Error{ErrorCode::kTimeout, "the producer at '" + config.socket_path +
+                                            "' did not answer within " +
+                                            std::to_string(config.handshake_timeout_ms) + " ms"};
+    const int wake_fd = waker ? waker->fd() : -1;
+    if (!link->channel.wait_readable(static_cast<int>((deadline - now) / 1000000) + 1, wake_fd))
+      continue;
+    if (waker && waker->is_set()) return Error{ErrorCode::kInterrupted, "interrupted"};
+    const IoResult r = link->channel.receive(packet, &error);
+    if (r == IoResult::kWouldBlock) continue;
+    if (r != IoResult::kOk)
+      return Error{ErrorCode::kClosed, "the producer closed the connection during the handshake"};
+    DecodeResult decoded = decode(packet.bytes.data(), packet.bytes.size());
+    // Whatever makes us leave during the handshake, the producer is told why (ERROR).
+    auto leave = [&link](Error e) {
+      ErrorMessage m;
+      m.code = static_cast<uint32_t>(e.code);
+      m.text = ("consumer (pid " + std::to_string(::getpid()) + ") leaves: " + e.message)
+                   .substr(0, kMaxErrorTextLength);
+      link->channel.send(Message{m});
+      return e;
+    };
+    if (!decoded) return leave(decode_failure(decoded.error()));
+    Message& m = decoded.message();
+    if (m.type() == MessageType::kError) return from_error_message(std::get<ErrorMessage>(m.body));
+    if (m.type() != MessageType::kWelcome || !packet.fds.empty())
+      return leave(Error{ErrorCode::kProtocol, std::string("the producer answered HELLO with ") +
+                                                   to_string(m.type())});
+    const Welcome& w = std::get<Welcome>(m.body);
+    if (config.memory_kind != MemoryKind::kAny && w.memory_kind != config.memory_kind)
+      return leave(Error{ErrorCode::kMemoryKindMismatch,
+                         std::string("the producer shares ") + to_string(w.memory_kind) +
+                             " memory, this consumer needs " + to_string(config.memory_kind)});
+    auto backend = backend_factory(w);
+    if (!backend) return leave(backend.error());
+    if (w.memory_kind != backend.value()->kind())
+      return leave(Error{ErrorCode::kMemoryKindMismatch,
+                         std::string("the producer shares ") + to_string(w.memory_kind) +
+                             " memory, which this consumer cannot import"});
+    std::unique_ptr<Consumer> c(new Consumer(std::move(link), std::move(backend.value()), waker));
+    c->welcome_ = w;
+    return c;
+  }
+}
+
+Consumer::Consumer(std::shared_ptr<ConsumerLink> link, std::shared_ptr<MemoryBackend> backend,
+                   Waker* waker)
+    : link_(std::move(link)), backend_(std::move(backend)), waker_(waker) {}
+
+Consumer::~Consumer() {
+  std::lock_guard<std::mutex> lock(link_->mutex);
+  if (link_->open) link_->channel.send(Message{Bye{Bye::kShutdown}});
+  link_->open = false;
+  link_->channel.close();
+}
+
+ConsumerEvent Consumer::fail(ErrorCode code, const std::string& text) {
+  {
+    std::lock_guard<std::mutex> lock(link_->mutex);
+    if (link_->open) {
+      ErrorMessage m;
+      m.code = static_cast<uint32_t>(code);
+      m.text = text.substr(0, kMaxErrorTextLength);
+      link_->channel.send(Message{m});
+    }
+    link_->open = false;
+    link_->channel.shutdown();
+  }
+  ConsumerEvent e;
+  e.kind = ConsumerEvent::Kind::kError;
+  e.error = Error{code, text};
+  return e;
+}
+
+ConsumerEvent Consumer::next(int timeout_ms) {
+  const uint64_t deadline =
+      timeout_ms < 0 ? UINT64_MAX : monotonic_ns() + uint64_t(timeout_ms) * 1000000;
+  Packet packet;
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(link_->mutex);
+      if (!link_->open) {
+        ConsumerEvent e;
+        e.kind = ConsumerEvent::Kind::kClosed;
+        e.error = Error{ErrorCode::kClosed, "the connection is closed"};
+        return e;
+      }
+    }
+    if (waker_ && waker_->is_set()) {
+      ConsumerEvent e;
+      e.kind = ConsumerEvent::Kind::kInterrupted;
+      return e;
+    }
+    std::string error;
+    // The receive side is only used by this thread; the lock guards against concurrent close.
+    const IoResult r = link_->channel.receive(packet, &error);
+    if (r == IoResult::kOk) {
+      ConsumerEvent event;
+      if (handle(packet, event)) return event;
+      continue;
+    }
+    if (r == IoResult::kClosed) {
+      std::lock_guard<std::mutex> lock(link_->mutex);
+      link_->open = false;
+      ConsumerEvent e;
+      e.kind = ConsumerEvent::Kind::kClosed;
+      e.error = Error{ErrorCode::kClosed, "the producer went away"};
+      return e;
+    }
+    if (r == IoResult::kError) return fail(ErrorCode::kProtocol, "bad message from the producer: " + error);
+    const uint64_t now = monotonic_ns();
+    if (now >= deadline) return ConsumerEvent{};
+    const int wait_ms =
+        deadline == UINT64_MAX ? -1 : static_cast<int>((deadline - now + 999999) / 1000000);
+    link_->channel.wait_readable(wait_ms, waker_ ? waker_->fd() : -1);
+  }
+}
+
+bool Consumer::handle(Packet& packet, ConsumerEvent& out) {
+  DecodeResult decoded = decode(packet.bytes.data(), packet.bytes.size());
+  if (!decoded) {
+    const Error e = decode_failure(decoded.error());
+    out = fail(e.code, e.message);
+    return true;
+  }
+  Message& m = decoded.message();
+  const MessageType type = m.type();
+  if (packet.fds.size() != expected_fd_count(type)) {
+    out = fail(ErrorCode::kProtocol, std::string("the producer sent ") +
+                                         std::to_string(packet.fds.size()) +
+                                         " file descriptor(s) with " + to_string(type));
+    return true;
+  }
+  switch (type) {
+    case MessageType::kCaps: {
+      Caps& caps = std::get<Caps>(m.body);
+      has_caps_ = true;
+      generation_ = caps.generation;
+      frame_size_ = caps.frame_size;
+      // Slots of older generations are never used again; frames still alive keep their own.
+      for (auto it = slots_.begin(); it != slots_.end();)
+        it = std::get<1>(it->first) != generation_ ? slots_.erase(it) : std::next(it);
+      out.kind = ConsumerEvent::Kind::kCaps;
+      out.caps = std::move(caps);
+      return true;
+    }
+    case MessageType::kSlot: {
+      const Slot& s = std::get<Slot>(m.body);
+      if (!has_caps_ || s.generation != generation_) {
+        out = fail(ErrorCode::kProtocol, "the producer sent a SLOT of generation " +
+                                             std::to_string(s.generation) +
+                                             " that its CAPS did not announce");
+        return true;
+      }
+      const auto key = std::make_tuple(welcome_.instance_id, s.generation, s.index);
+      if (slots_.count(key)) {
+        out = fail(ErrorCode::kProtocol, "the producer sent slot " + std::to_string(s.index) + " twice");
+        return true;
+      }
+      auto memory = backend_->import(std::move(packet.fds[0]), s.size,
+                                    (s.flags & Slot::kHasEvent) ? &s.event : nullptr);
+      if (!memory) {
+        out = fail(memory.error().code, "could not import slot " + std::to_string(s.index) + ": " +
+                                            memory.error().message);
+        return true;
+      }
+      auto slot = std::make_shared<ImportedSlot>();
+      slot->generation = s.generation;
+      slot->index = s.index;
+      slot->memory = std::move(memory.value());
+      cipc::EventHandle release_event;
+      if (slot->memory->release_event_handle(&release_event)) {
+        // Our release event for this slot, once: RELEASE messages then refer to it.
+        Fence fence;
+        fence.generation = s.generation;
+        fence.slot = s.index;
+        fence.event = release_event;
+        bool sent;
+        {
+          std::lock_guard<std::mutex> lock(link_->mutex);
+          sent = link_->open && link_->channel.send(Message{fence}) == IoResult::kOk;
+        }
+        if (!sent) {
+          out = fail(ErrorCode::kClosed, "could not send the release fence for slot " +
+                                             std::to_string(s.index));
+          return true;
+        }
+      }
+      slots_.emplace(key, std::move(slot));
+      ++slots_imported_;
+      return false;
+    }
+    case MessageType::kFrame: {
+      const Frame& f = std::get<Frame>(m.body);
+      auto it = slots_.find(std::make_tuple(welcome_.instance_id, f.generation, f.slot));
+      if (!has_caps_ || f.generation != generation_ || it == slots_.end()) {
+        out = fail(ErrorCode::kProtocol, "the producer sent a FRAME in slot " + std::to_string(f.slot) +
+                                             " (generation " + std::to_string(f.generation) +
+                                             ") it never shared");
+        return true;
+      }
+      if (f.size > it->second->memory->size()) {
+        out = fail(ErrorCode::kProtocol, "the producer sent a FRAME of " + std::to_string(f.size) +
+                                             " bytes in a slot of " +
+                                             std::to_string(it->second->memory->size()));
+        return true;
+      }
+      ++frames_received_;
+      out.kind = ConsumerEvent::Kind::kFrame;
+      out.frame.info = f;
+      out.frame.slot = it->second;
+      out.frame.claim = std::make_shared<FrameClaim>(link_, f);
+      return true;
+    }
+    case MessageType::kEos:
+      out.kind = ConsumerEvent::Kind::kEos;
+      return true;
+    case MessageType::kBye: {
+      std::lock_guard<std::mutex> lock(link_->mutex);
+      link_->open = false;
+      link_->channel.shutdown();
+      out.kind = ConsumerEvent::Kind::kClosed;
+      const uint32_t reason = std::get<Bye>(m.body).reason;
+      out.error = Error{ErrorCode::kClosed,
+                        reason == Bye::kTimeout
+                            ? "the producer disconnected this consumer: it held a frame longer "
+                              "than the producer's release-timeout"
+                            : "the producer stopped"};
+      return true;
+    }
+    case MessageType::kError: {
+      std::lock_guard<std::mutex> lock(link_->mutex);
+      link_->open = false;
+      link_->channel.shutdown();
+      out.kind = ConsumerEvent::Kind::kError;
+      out.error = from_error_message(std::get<ErrorMessage>(m.body));
+      return true;
+    }
+    default:
+      out = fail(ErrorCode::kProtocol, std::string("the producer sent ") + to_string(type) +
+                                           ", which only a consumer may send");
+      return true;
+  }
+}
+
+ConsumerStats Consumer::stats() const {
+  ConsumerStats s;
+  s.frames_received = frames_received_;
+  s.slots_imported = slots_imported_;
+  s.releases_sent = link_->releases_sent;
+  s.releases_lost = link_->releases_lost;
+  s.claims_outstanding = link_->claims_outstanding;
+  return s;
+}
+
+}  // namespace cipc

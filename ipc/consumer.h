@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// The consumer side (used by cudasrc-ipc): connects, says HELLO, imports each slot once, and turns
+// FRAME messages into ReceivedFrames whose claim sends RELEASE when its last owner lets go - from
+// whatever thread that happens on, for as long as the connection lives.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+#include "channel.h"
+#include "memory.h"
+#include "protocol.h"
+#include "status.h"
+#include "waker.h"
+
+namespace cipc {
+
+struct ConsumerConfig {
+  std::string socket_path;
+  MemoryKind memory_kind = MemoryKind::kAny;
+  uint32_t max_in_flight = 4;
+  GpuUuid gpu_uuid{};
+  int handshake_timeout_ms = 2000;
+};
+
+// A slot mapped into this process. Shared by every frame that lives in it; stays mapped while
+// any of them is alive, even after the connection or the producer is gone.
+struct ImportedSlot {
+  uint64_t generation = 0;
+  uint32_t index = 0;
+  std::unique_ptr<SlotMemory> memory;
+};
+
+// The connection as seen by claims, which may outlive the Consumer object.
+struct ConsumerLink {
+  std::mutex mutex;
+  Channel channel;
+  bool open = true;
+  std::atomic<uint64_t> releases_sent{0};
+  std::atomic<uint64_t> releases_lost{0};  // connection gone or socket full
+  std::atomic<uint64_t> claims_outstanding{0};
+};
+
+// One frame's claim on its slot. Destroying it sends RELEASE.
+class FrameClaim {
+ public:
+  FrameClaim(std::shared_ptr<ConsumerLink> link, const Frame& frame);
+  ~FrameClaim();
+  FrameClaim(const FrameClaim&) = delete;
+  FrameClaim& operator=(const FrameClaim&) = delete;
+  // Marks that a release fence was recorded (CUDA); sent along with RELEASE.
+  void set_fence_recorded() { flags_ |= Release::kFenceRecorded; }
+
+ private:
+  std::shared_ptr<ConsumerLink> link_;
+  uint64_t generation_;
+  uint32_t slot_;
+  uint64_t sequence_;
+  uint32_t flags_ = 0;
+};
+
+struct ReceivedFrame {
+  Frame info;
+  std::shared_ptr<const ImportedSlot> slot;
+  std::shared_ptr<FrameClaim> claim;
+};
+
+struct ConsumerEvent {
+  enum class Kind { kFrame, kCaps, kEos, kClosed, kTimeout, kInterrupted, kError };
+  Kind kind = Kind::kTimeout;
+  ReceivedFrame frame;  // kFrame
+  Caps caps;            // kCaps
+  Error error{ErrorCode::kClosed, {}};  // kClosed (why) and kError (what went wrong)
+};
+
+struct ConsumerStats {
+  uint64_t frames_received = 0;
+  uint64_t slots_imported = 0;
+  uint64_t releases_sent = 0;
+  uint64_t releases_lost = 0;
+  uint64_t claims_outstanding = 0;
+};
+
+// Picks the memory backend once the producer has said (WELCOME) what it shares; an Error
+// refuses the producer (e.g. no CUDA device, or not the producer's GPU).
+using BackendFactory = std::function<Result<std::shared_ptr<MemoryBackend>>(const Welcome&)>;
+
+class Consumer {
+ public:
+  // Connects and completes the handshake. `waker` (optional, not owned) interrupts the wait.
+  static Result<std::unique_ptr<Consumer>> connect(const ConsumerConfig& config,
+                                                   BackendFactory backend_factory,
+                                                   Waker* waker = nullptr);
+  // The same with one fixed backend (not owned; must outlive the Consumer).
+  static Result<std::unique_ptr<Consumer>> connect(const ConsumerConfig& config,
+                                                   MemoryBackend& backend, Waker* waker = nullptr);
+  ~Consumer();  // says BYE; outstanding claims then release nothing (the producer reclaims)
+  Consumer(const Consumer&) = delete;
+  Consumer& operator=(const Consumer&) = delete;
+
+  // Waits for the next caps, frame or end. timeout_ms < 0: no timeout.
+  ConsumerEvent next(int timeout_ms);
+
+  const Welcome& welcome() const { return welcome_; }
+  uint64_t instance_id() const { return welcome_.instance_id; }
+  MemoryBackend& backend() const { return *backend_; }
+  ConsumerStats stats() const;
+
+ private:
+  Consumer(std::shared_ptr<ConsumerLink> link, std::shared_ptr<MemoryBackend> backend,
+           Waker* waker);
+  ConsumerEvent fail(ErrorCode code, const std::string& text);
+  // Returns true when `out` holds an event for the caller.
+  bool handle(Packet& packet, ConsumerEvent& out);
+
+  std::shared_ptr<ConsumerLink> link_;
+  std::shared_ptr<MemoryBackend> backend_;
+  Waker* waker_;
+  Welcome welcome_;
+  bool has_caps_ = false;
+  uint64_t generation_ = 0;
+  uint64_t frame_size_ = 0;
+  // Import cache: each slot is imported once per (producer instance, generation, index).
+  std::map<std::tuple<uint64_t, uint64_t, uint32_t>, std::shared_ptr<ImportedSlot>> slots_;
+  std::atomic<uint64_t> frames_received_{0};  // read by stats() from other threads
+  std::atomic<uint64_t> slots_imported_{0};
+};
+
+}  // namespace cipc

@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// Memory backends: where slot memory comes from (producer) and how a received slot is mapped
+// (consumer). The host backend (memfd) lives here; the CUDA VMM backend is provided by cuda/ and
+// injected through the same interface, so the producer and consumer never see CUDA types.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "protocol.h"
+#include "status.h"
+#include "unique_fd.h"
+
+namespace cipc {
+
+// One slot's memory, in either process.
+class SlotMemory {
+ public:
+  virtual ~SlotMemory() = default;
+  // CPU-addressable pointer for host memory; the device pointer (as an integer) for CUDA.
+  virtual void* data() const = 0;
+  virtual size_t size() const = 0;
+  // The shareable descriptor (producer side); -1 on the consumer side.
+  virtual int export_fd() const = 0;
+  virtual MemoryKind kind() const = 0;
+  // A CUDA backend also exports a readiness event with each slot (producer side).
+  virtual bool event_handle(EventHandle* out) const {
+    (void)out;
+    return false;
+  }
+  // Consumer side: the event this process records after its last GPU read of the slot; sent to
+  // the producer once (FENCE) so the slot's next writer can wait for it on the GPU.
+  virtual bool release_event_handle(EventHandle* out) const {
+    (void)out;
+    return false;
+  }
+  // Producer side: consumer `peer` recorded its release event for this slot; the next writer
+  // must wait for it. `handle` is the one the consumer sent in FENCE.
+  virtual void add_release_fence(uint64_t peer, const EventHandle& handle) {
+    (void)peer;
+    (void)handle;
+  }
+  // Producer side: consumer `peer` is gone; forget (and close) anything opened for it.
+  virtual void forget_peer(uint64_t peer) { (void)peer; }
+};
+
+class MemoryBackend {
+ public:
+  virtual ~MemoryBackend() = default;
+  virtual MemoryKind kind() const = 0;
+  // Producer: a new exportable allocation of at least `size` bytes.
+  virtual Result<std::unique_ptr<SlotMemory>> allocate(size_t size) = 0;
+  // Consumer: map a slot a producer sent. Must verify the descriptor really provides `size`
+  // bytes, so that a lying producer cannot make later reads fault.
+  virtual Result<std::unique_ptr<SlotMemory>> import(UniqueFd fd, size_t size,
+                                                     const EventHandle* event) = 0;
+};
+
+// Shared host memory: memfd_create + mmap. The producer seals the size (F_SEAL_SHRINK and
+// F_SEAL_GROW) so a consumer's mapping can never be cut short under it; the consumer refuses
+// descriptors without that seal and maps read-only.
+class HostMemoryBackend final : public MemoryBackend {
+ public:
+  MemoryKind kind() const override { return MemoryKind::kHost; }
+  Result<std::unique_ptr<SlotMemory>> allocate(size_t size) override;
+  Result<std::unique_ptr<SlotMemory>> import(UniqueFd fd, size_t size,
+                                             const EventHandle* event) override;
+};
+
+}  // namespace cipc

@@ -1,0 +1,511 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+#include "producer.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <random>
+
+namespace cipc {
+namespace {
+
+constexpr size_t kMaxSessions = 64;
+constexpr int kMaxMessagesPerWakeup = 256;  // fairness between consumers under a flood
+
+uint64_t random_instance_id() {
+  std::random_device rd;
+  uint64_t id = 0;
+  while (id == 0) id = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  return id;
+}
+
+std::string who(pid_t pid) { return "consumer (pid " + std::to_string(pid) + ")"; }
+
+}  // namespace
+
+Result<std::unique_ptr<Producer>> Producer::start(const ProducerConfig& config,
+                                                  ProducerObserver* observer) {
+  if (config.max_in_flight < 1 || config.max_in_flight > kMaxInFlight)
+    return Error{ErrorCode::kInvalidArgument,
+                 "max-in-flight must be between 1 and " + std::to_string(kMaxInFlight)};
+  std::unique_ptr<Producer> p(new Producer(config, observer));
+  if (!p->wake_.valid()) return system_error("eventfd()", errno);
+  auto listener = Listener::bind(config.socket_path, config.socket_mode);
+  if (!listener) return listener.error();
+  p->listener_ = std::move(listener.value());
+  p->thread_ = std::thread([raw = p.get()] { raw->run(); });
+  return p;
+}
+
+Producer::Producer(const ProducerConfig& config, ProducerObserver* observer)
+    : config_(config),
+      observer_(observer),
+      instance_id_(config.instance_id ? config.instance_id : random_instance_id()) {}
+
+Producer::~Producer() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.wake();
+  attached_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  Deferred deferred;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& entry : sessions_) {
+      Session& s = *entry.second;
+      if (!s.dead && s.ready) s.channel.send(Message{Bye{Bye::kShutdown}});
+      drop(s, "producer stopped", false, true, deferred);
+    }
+    sessions_.clear();
+  }
+  deferred.attached.clear();
+  deferred.detached.clear();  // the owner is tearing us down; it does not want callbacks now
+  finish(deferred);
+  listener_.close();
+}
+
+void Producer::run() {
+  std::vector<pollfd> fds;
+  std::vector<uint64_t> ids;
+  for (;;) {
+    int timeout;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stopping_) return;
+      fds.assign({{listener_.fd(), POLLIN, 0}, {wake_.fd(), POLLIN, 0}});
+      ids.clear();
+      for (auto& entry : sessions_) {
+        if (entry.second->dead) continue;
+        fds.push_back({entry.second->channel.fd(), POLLIN, 0});
+        ids.push_back(entry.first);
+      }
+      timeout = next_timeout_ms(monotonic_ns());
+    }
+    const int r = ::poll(fds.data(), fds.size(), timeout);
+    if (r < 0 && errno != EINTR) {
+      // Nothing sensible left to do; avoid spinning.
+      ::usleep(10000);
+    }
+    Deferred deferred;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stopping_) return;
+      wake_.clear();
+      if (r > 0 && (fds[0].revents & POLLIN)) accept_all(deferred);
+      for (size_t i = 0; r > 0 && i < ids.size(); ++i) {
+        if (fds[i + 2].revents == 0) continue;
+        auto it = sessions_.find(ids[i]);
+        if (it != sessions_.end() && !it->second->dead) service(*it->second, deferred);
+      }
+      for (auto& entry : sessions_) {
+        Session& s = *entry.second;
+        if (s.broken && !s.dead) drop(s, who(s.pid) + " stopped accepting messages", false, false, deferred);
+      }
+      check_deadlines(monotonic_ns(), deferred);
+      // Erase only here, after every loop over sessions_ is done.
+      for (auto it = sessions_.begin(); it != sessions_.end();)
+        it = it->second->dead ? sessions_.erase(it) : std::next(it);
+    }
+    finish(deferred);
+  }
+}
+
+void Producer::accept_all(Deferred& deferred) {
+  for (;;) {
+    Channel channel;
+    std::string error;
+    const IoResult r = listener_.accept(channel, &error);
+    if (r != IoResult::kOk) return;
+    auto session = std::make_unique<Session>();
+    session->id = next_session_id_++;
+    session->channel = std::move(channel);
+    session->connected_ns = monotonic_ns();
+    auto creds = session->channel.peer_credentials();
+    if (creds) session->pid = creds->pid;
+    Session& s = *session;
+    sessions_.emplace(s.id, std::move(session));
+    if (!creds) {
+      reject(s, ErrorCode::kSystem, creds.error().message, deferred);
+    } else if (!config_.allow_other_users && creds->uid != ::getuid()) {
+      s.refusal_code = ErrorCode::kPermissionDenied;
+      s.refusal = "consumer runs as uid " + std::to_string(creds->uid) +
+                  " but this producer runs as uid " + std::to_string(::getuid()) +
+                  " and does not allow other users";
+    } else if (sessions_.size() > kMaxSessions) {
+      s.refusal_code = ErrorCode::kUnsupported;
+      s.refusal = "too many consumers (at most " + std::to_string(kMaxSessions) + ")";
+    }
+  }
+}
+
+void Producer::service(Session& session, Deferred& deferred) {
+  Packet packet;
+  for (int i = 0; i < kMaxMessagesPerWakeup && !session.dead; ++i) {
+    std::string error;
+    const IoResult r = session.channel.receive(packet, &error);
+    if (r == IoResult::kWouldBlock) return;
+    if (r == IoResult::kClosed) {
+      const size_t held = session.claims.size();
+      drop(session,
+           who(session.pid) + " hung up" +
+               (held ? " holding " + std::to_string(held) + " frame(s); they are reclaimed" : ""),
+           false, false, deferred);
+      return;
+    }
+    if (r == IoResult::kError) {
+      reject(session, ErrorCode::kProtocol, error, deferred);
+      return;
+    }
+    DecodeResult decoded = decode(packet.bytes.data(), packet.bytes.size());
+    if (!decoded) {
+      const DecodeError& e = decoded.error();
+      if (e.failure == DecodeFailure::kVersionMismatch) {
+        reject(session, ErrorCode::kVersionMismatch,
+               who(session.pid) + " speaks protocol version " + std::to_string(e.peer_version) +
+                   ", this producer speaks version " + std::to_string(kProtocolVersion),
+               deferred);
+      } else {
+        reject(session, ErrorCode::kProtocol, who(session.pid) + " sent a " + describe(e), deferred);
+      }
+      return;
+    }
+    Message& message = decoded.message();
+    if (packet.fds.size() != expected_fd_count(message.type())) {
+      reject(session, ErrorCode::kProtocol,
+             who(session.pid) + " sent " + std::to_string(packet.fds.size()) +
+                 " file descriptor(s) with " + to_string(message.type()),
+             deferred);
+      return;
+    }
+    handle(session, message, deferred);
+  }
+}
+
+void Producer::handle(Session& session, Message& message, Deferred& deferred) {
+  const MessageType type = message.type();
+  if (type == MessageType::kHello) {
+    if (session.ready) {
+      reject(session, ErrorCode::kProtocol, who(session.pid) + " sent HELLO twice", deferred);
+      return;
+    }
+    handshake(session, std::get<Hello>(message.body), deferred);
+    return;
+  }
+  // A consumer that leaves without releasing may still read those slots through frames its
+  // application keeps: they are retired, never rewritten under it.
+  if (type == MessageType::kBye) {
+    drop(session, who(session.pid) + " said goodbye", false, true, deferred);
+    return;
+  }
+  if (type == MessageType::kError) {
+    drop(session, who(session.pid) + " reported: " + std::get<ErrorMessage>(message.body).text, true,
+         true, deferred);
+    return;
+  }
+  if (!session.ready) {
+    reject(session, ErrorCode::kProtocol,
+           who(session.pid) + " sent " + to_string(type) + " before HELLO", deferred);
+    return;
+  }
+  switch (type) {
+    case MessageType::kRelease: {
+      const auto& m = std::get<Release>(message.body);
+      auto it = session.claims.find(m.sequence);
+      if (it == session.claims.end() || it->second.generation != m.generation ||
+          it->second.slot != m.slot) {
+        reject(session, ErrorCode::kProtocol,
+               who(session.pid) + " released a frame it does not hold (generation " +
+                   std::to_string(m.generation) + ", slot " + std::to_string(m.slot) +
+                   ", sequence " + std::to_string(m.sequence) + ")",
+               deferred);
+        return;
+      }
+      if (m.flags & Release::kFenceRecorded) {
+        auto fence = session.fences.find({m.generation, m.slot});
+        if (fence == session.fences.end()) {
+          reject(session, ErrorCode::kProtocol,
+                 who(session.pid) + " released slot " + std::to_string(m.slot) +
+                     " behind a fence it never sent",
+                 deferred);
+          return;
+        }
+        // The slot's next writer waits (on the GPU) until this consumer's reads are done.
+        it->second.memory->add_release_fence(session.id, fence->second);
+      }
+      deferred.holds.push_back(std::move(it->second.hold));
+      session.claims.erase(it);
+      --stats_.claims_outstanding;
+      ++stats_.releases;
+      return;
+    }
+    case MessageType::kFence: {
+      // The consumer's release event for a slot it was given (CUDA memory), once per slot.
+      const auto& m = std::get<Fence>(message.body);
+      if (!session.slots_sent.count({m.generation, m.slot})) {
+        reject(session, ErrorCode::kProtocol,
+               who(session.pid) + " sent a FENCE for slot " + std::to_string(m.slot) +
+                   " it was never given",
+               deferred);
+        return;
+      }
+      session.fences[{m.generation, m.slot}] = m.event;
+      return;
+    }
+    case MessageType::kEos:
+      return;  // meaningless from a consumer, harmless
+    default:
+      reject(session, ErrorCode::kProtocol,
+             who(session.pid) + " sent " + to_string(type) + ", which only a producer may send",
+             deferred);
+  }
+}
+
+void Producer::handshake(Session& session, const Hello& hello, Deferred& deferred) {
+  if (!session.refusal.empty()) {
+    reject(session, session.refusal_code, session.refusal, deferred);
+    return;
+  }
+  if (hello.memory_kind != MemoryKind::kAny && hello.memory_kind != config_.memory_kind) {
+    reject(session, ErrorCode::kMemoryKindMismatch,
+           std::string("producer shares ") + to_string(config_.memory_kind) +
+               " memory but the consumer asked for " + to_string(hello.memory_kind) + " memory",
+           deferred);
+    return;
+  }
+  const GpuUuid zero{};
+  if (config_.memory_kind == MemoryKind::kCuda && hello.gpu_uuid != zero &&
+      config_.gpu_uuid != zero && hello.gpu_uuid != config_.gpu_uuid) {
+    reject(session, ErrorCode::kGpuMismatch,
+           "producer and consumer use different GPUs; CUDA memory can only be shared on one GPU",
+           deferred);
+    return;
+  }
+  session.max_in_flight = std::min(hello.max_in_flight, config_.max_in_flight);
+  Welcome w;
+  w.instance_id = instance_id_;
+  w.memory_kind = config_.memory_kind;
+  w.sync_mode = config_.sync_mode;
+  w.max_in_flight = session.max_in_flight;
+  w.gpu_uuid = config_.gpu_uuid;
+  if (session.channel.send(Message{w}) != IoResult::kOk) {
+    drop(session, who(session.pid) + " went away during the handshake", false, false, deferred);
+    return;
+  }
+  session.ready = true;
+  if (has_caps_) send_caps(session);
+  if (eos_) session.channel.send(Message{Eos{}});
+  ++stats_.consumers;
+  ++stats_.consumers_total;
+  deferred.attached.emplace_back(session.id, session.pid);
+  attached_cv_.notify_all();
+}
+
+void Producer::reject(Session& session, ErrorCode code, const std::string& text,
+                      Deferred& deferred) {
+  if (session.dead) return;
+  ErrorMessage m;
+  m.code = static_cast<uint32_t>(code);
+  m.text = text.substr(0, kMaxErrorTextLength);
+  session.channel.send(Message{m});
+  ++stats_.consumers_rejected;
+  drop(session, text, true, false, deferred);
+}
+
+void Producer::drop(Session& session, const std::string& reason, bool problem, bool retire,
+                    Deferred& deferred) {
+  if (session.dead) return;
+  session.dead = true;
+  if (session.ready) --stats_.consumers;
+  session.ready = false;
+  for (auto& entry : session.claims) {
+    if (retire) entry.second.hold->retire();
+    deferred.holds.push_back(std::move(entry.second.hold));
+    --stats_.claims_outstanding;
+  }
+  session.claims.clear();
+  session.channel.close();
+  deferred.detached.push_back({session.id, reason, problem});
+}
+
+void Producer::check_deadlines(uint64_t now, Deferred& deferred) {
+  const uint64_t release_ns = uint64_t{config_.release_timeout_ms} * 1000000;
+  const uint64_t hello_ns = uint64_t{config_.hello_timeout_ms} * 1000000;
+  for (auto& entry : sessions_) {
+    Session& s = *entry.second;
+    if (s.dead) continue;
+    if (!s.ready) {
+      if (now - s.connected_ns > hello_ns)
+        reject(s, ErrorCode::kTimeout, who(s.pid) + " connected but never said HELLO", deferred);
+      continue;
+    }
+    if (release_ns == 0 || s.claims.empty()) continue;
+    const Claim& oldest = s.claims.begin()->second;
+    if (now - oldest.sent_ns > release_ns) {
+      s.channel.send(Message{Bye{Bye::kTimeout}});
+      ++stats_.consumers_timed_out;
+      // Retire: the stuck consumer may still read these slots, so they must never be reused.
+      drop(s,
+           who(s.pid) + " held a frame longer than release-timeout (" +
+               std::to_string(config_.release_timeout_ms) + " ms); disconnected, " +
+               std::to_string(s.claims.size()) + " slot(s) retired",
+           true, true, deferred);
+    }
+  }
+}
+
+int Producer::next_timeout_ms(uint64_t now) const {
+  uint64_t deadline = UINT64_MAX;
+  for (const auto& entry : sessions_) {
+    const Session& s = *entry.second;
+    if (s.dead) continue;
+    // publish() adds claims without waking this thread (a syscall per frame); instead, while
+    // consumers are attached, look at least four times per release-timeout.
+    if (s.ready && config_.release_timeout_ms)
+      deadline = std::min(deadline, now + std::max<uint64_t>(config_.release_timeout_ms / 4, 10) *
+                                              1000000);
+    if (!s.ready)
+      deadline = std::min(deadline, s.connected_ns + uint64_t{config_.hello_timeout_ms} * 1000000);
+    else if (config_.release_timeout_ms && !s.claims.empty())
+      deadline = std::min(deadline, s.claims.begin()->second.sent_ns +
+                                        uint64_t{config_.release_timeout_ms} * 1000000);
+  }
+  if (deadline == UINT64_MAX) return -1;
+  if (deadline <= now) return 0;
+  return static_cast<int>(std::min<uint64_t>((deadline - now) / 1000000 + 1, 60000));
+}
+
+void Producer::send_caps(Session& session) {
+  if (session.channel.send(Message{caps_}) != IoResult::kOk) {
+    session.broken = true;
+    wake_.wake();
+    return;
+  }
+  session.has_caps = true;
+  session.caps_generation = caps_.generation;
+  for (auto it = session.slots_sent.begin(); it != session.slots_sent.end();)
+    it = it->first != caps_.generation ? session.slots_sent.erase(it) : std::next(it);
+  for (auto it = session.fences.begin(); it != session.fences.end();)
+    it = it->first.first != caps_.generation ? session.fences.erase(it) : std::next(it);
+}
+
+void Producer::finish(Deferred& deferred) {
+  deferred.holds.clear();  // may return buffers to their pool: done without our lock
+  if (!observer_) return;
+  for (auto& a : deferred.attached) observer_->on_consumer_attached(a.first, a.second);
+  for (auto& d : deferred.detached) observer_->on_consumer_detached(d.id, d.reason, d.problem);
+}
+
+void Producer::set_caps(uint64_t generation, const std::string& caps, uint64_t frame_size) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  caps_.generation = generation;
+  caps_.caps = caps;
+  caps_.frame_size = frame_size;
+  has_caps_ = true;
+  eos_ = false;
+  for (auto& entry : sessions_)
+    if (entry.second->ready && !entry.second->dead && !entry.second->broken) send_caps(*entry.second);
+}
+
+size_t Producer::publish(const SlotRef& slot, Frame frame, const std::shared_ptr<FrameHold>& hold) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++stats_.frames_published;
+  eos_ = false;
+  frame.generation = slot.generation;
+  frame.slot = slot.index;
+  frame.sequence = next_sequence_++;
+  frame.send_time = monotonic_ns();
+  const std::vector<uint8_t> frame_bytes = encode(Message{frame});
+  size_t delivered = 0;
+  bool wake = false;
+  for (auto& entry : sessions_) {
+    Session& s = *entry.second;
+    if (!s.ready || s.dead || s.broken) continue;
+    if (!s.has_caps || s.caps_generation != slot.generation ||
+        s.claims.size() >= s.max_in_flight) {
+      ++stats_.frames_dropped;
+      continue;
+    }
+    const std::pair<uint64_t, uint32_t> key{slot.generation, slot.index};
+    if (!s.slots_sent.count(key)) {
+      Slot m;
+      m.generation = slot.generation;
+      m.index = slot.index;
+      m.size = slot.memory->size();
+      if (slot.memory->event_handle(&m.event)) m.flags |= Slot::kHasEvent;
+      const int fd = slot.memory->export_fd();
+      const IoResult r = s.channel.send(Message{m}, &fd, 1);
+      if (r == IoResult::kWouldBlock) {
+        ++stats_.frames_dropped;
+        continue;
+      }
+      if (r != IoResult::kOk) {
+        s.broken = wake = true;
+        continue;
+      }
+      s.slots_sent.insert(key);
+      ++stats_.slots_exported;
+    }
+    const IoResult r = s.channel.send(frame_bytes);
+    if (r == IoResult::kWouldBlock) {
+      ++stats_.frames_dropped;
+      continue;
+    }
+    if (r != IoResult::kOk) {
+      s.broken = wake = true;
+      continue;
+    }
+    s.claims.emplace(frame.sequence,
+                     Claim{slot.generation, slot.index, hold, slot.memory, frame.send_time});
+    ++stats_.claims_outstanding;
+    ++stats_.frames_sent;
+    ++delivered;
+  }
+  if (wake) wake_.wake();
+  return delivered;
+}
+
+void Producer::send_eos() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  eos_ = true;
+  for (auto& entry : sessions_) {
+    Session& s = *entry.second;
+    if (!s.ready || s.dead || s.broken) continue;
+    if (s.channel.send(Message{Eos{}}) != IoResult::kOk) {
+      s.broken = true;
+      wake_.wake();
+    }
+  }
+}
+
+bool Producer::wait_for_consumer(int timeout_ms) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  auto ready = [this] { return flushing_ || stopping_ || stats_.consumers > 0; };
+  if (timeout_ms < 0)
+    attached_cv_.wait(lock, ready);
+  else
+    attached_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), ready);
+  return !flushing_ && !stopping_ && stats_.consumers > 0;
+}
+
+void Producer::set_flushing(bool flushing) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    flushing_ = flushing;
+  }
+  attached_cv_.notify_all();
+}
+
+ProducerStats Producer::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+size_t Producer::consumer_count() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_.consumers;
+}
+
+}  // namespace cipc

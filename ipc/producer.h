@@ -1,0 +1,187 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// The producer side (served by cudasink-ipc): accepts consumers on a Unix socket, hands each of
+// them the current caps, every slot once, and frames as claims; takes claims back on RELEASE, on
+// hang-up and on release timeout. An I/O thread owns the listening socket and all reads;
+// publish() runs on the caller's (streaming) thread and never blocks on a consumer.
+#pragma once
+
+#include <sys/types.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "channel.h"
+#include "memory.h"
+#include "protocol.h"
+#include "status.h"
+#include "waker.h"
+
+namespace cipc {
+
+struct ProducerConfig {
+  std::string socket_path;
+  unsigned socket_mode = 0600;
+  bool allow_other_users = false;  // otherwise peers must run under our uid (SO_PEERCRED)
+  uint32_t max_in_flight = 4;      // frames one consumer may hold; it gets no more beyond that
+  uint32_t release_timeout_ms = 2000;  // a claim held longer disconnects its consumer; 0: never
+  uint32_t hello_timeout_ms = 5000;    // a connection that says nothing is dropped after this
+  MemoryKind memory_kind = MemoryKind::kHost;
+  SyncMode sync_mode = SyncMode::kNone;
+  GpuUuid gpu_uuid{};
+  uint64_t instance_id = 0;  // 0: pick a random one
+};
+
+// What keeps a published frame's slot out of the pool while consumers hold it. The producer
+// keeps one shared reference per outstanding claim; the slot is free again when the last one
+// goes. retire() is called first when a claim ends without the consumer's RELEASE (timeout,
+// shutdown): the consumer may still read the slot, so it must not be written again.
+class FrameHold {
+ public:
+  virtual ~FrameHold() = default;
+  virtual void retire() = 0;
+};
+
+struct SlotRef {
+  uint64_t generation = 0;
+  uint32_t index = 0;
+  SlotMemory* memory = nullptr;  // alive as long as the FrameHold published with it
+};
+
+struct ProducerStats {
+  uint64_t frames_published = 0;  // publish() calls
+  uint64_t frames_sent = 0;       // FRAME messages delivered, summed over consumers
+  uint64_t frames_dropped = 0;    // frames a consumer did not get (max-in-flight, full socket)
+  uint64_t releases = 0;
+  uint64_t claims_outstanding = 0;
+  uint64_t consumers = 0;          // attached now
+  uint64_t consumers_total = 0;    // ever attached
+  uint64_t consumers_timed_out = 0;
+  uint64_t consumers_rejected = 0;  // refused at handshake or dropped for protocol errors
+  uint64_t slots_exported = 0;      // SLOT messages sent
+};
+
+// Notifications from the I/O thread. Called with no producer lock held; must not call back into
+// Producer methods that take its lock from inside on_* if they could deadlock (they cannot: the
+// lock is released before the call).
+class ProducerObserver {
+ public:
+  virtual ~ProducerObserver() = default;
+  virtual void on_consumer_attached(uint64_t id, pid_t pid) {
+    (void)id;
+    (void)pid;
+  }
+  // `problem`: the consumer misbehaved or was refused (as opposed to leaving normally).
+  virtual void on_consumer_detached(uint64_t id, const std::string& reason, bool problem) {
+    (void)id;
+    (void)reason;
+    (void)problem;
+  }
+};
+
+class Producer {
+ public:
+  static Result<std::unique_ptr<Producer>> start(const ProducerConfig& config,
+                                                 ProducerObserver* observer = nullptr);
+  // Says BYE to every consumer, drops (and retires) all claims, removes the socket file.
+  ~Producer();
+  Producer(const Producer&) = delete;
+  Producer& operator=(const Producer&) = delete;
+
+  // New stream format (new pool generation): sent now to attached consumers, later to new ones.
+  void set_caps(uint64_t generation, const std::string& caps, uint64_t frame_size);
+  // Hands `frame` (in `slot`) to every ready consumer that has room. Each delivery keeps a
+  // reference to `hold` until released. Returns how many consumers got it.
+  size_t publish(const SlotRef& slot, Frame frame, const std::shared_ptr<FrameHold>& hold);
+  void send_eos();
+
+  // Blocks until at least one consumer is attached; false on timeout or while flushing.
+  bool wait_for_consumer(int timeout_ms);
+  void set_flushing(bool flushing);
+
+  ProducerStats stats() const;
+  size_t consumer_count() const;
+  uint64_t instance_id() const { return instance_id_; }
+  const std::string& socket_path() const { return config_.socket_path; }
+
+ private:
+  struct Claim {
+    uint64_t generation;
+    uint32_t slot;
+    std::shared_ptr<FrameHold> hold;
+    SlotMemory* memory;  // kept alive by `hold`
+    uint64_t sent_ns;
+  };
+  struct Session {
+    uint64_t id = 0;
+    Channel channel;
+    pid_t pid = 0;
+    bool ready = false;  // HELLO answered
+    // Set at accept when the peer may not attach (other uid, too many): told in answer to its
+    // HELLO, so the refusal reaches it instead of a bare connection reset.
+    ErrorCode refusal_code = ErrorCode::kInvalidArgument;
+    std::string refusal;
+    bool broken = false;  // a send failed; the I/O thread drops it
+    bool dead = false;    // dropped; erased by the I/O thread
+    uint32_t max_in_flight = 1;
+    uint64_t connected_ns = 0;
+    uint64_t caps_generation = 0;
+    bool has_caps = false;
+    std::set<std::pair<uint64_t, uint32_t>> slots_sent;
+    std::map<std::pair<uint64_t, uint32_t>, EventHandle> fences;  // FENCE handles by slot
+    std::map<uint64_t, Claim> claims;  // by sequence number
+  };
+  // Work to finish after the lock is released: observer calls and hold destruction (which may
+  // return buffers to a pool).
+  struct Deferred {
+    std::vector<std::shared_ptr<FrameHold>> holds;
+    std::vector<std::pair<uint64_t, pid_t>> attached;
+    struct Detached {
+      uint64_t id;
+      std::string reason;
+      bool problem;
+    };
+    std::vector<Detached> detached;
+  };
+
+  explicit Producer(const ProducerConfig& config, ProducerObserver* observer);
+  void run();
+  void accept_all(Deferred& deferred);
+  void service(Session& session, Deferred& deferred);
+  void handle(Session& session, Message& message, Deferred& deferred);
+  void handshake(Session& session, const Hello& hello, Deferred& deferred);
+  void reject(Session& session, ErrorCode code, const std::string& text, Deferred& deferred);
+  void drop(Session& session, const std::string& reason, bool problem, bool retire,
+            Deferred& deferred);
+  void check_deadlines(uint64_t now, Deferred& deferred);
+  int next_timeout_ms(uint64_t now) const;
+  void send_caps(Session& session);
+  void finish(Deferred& deferred);
+
+  const ProducerConfig config_;
+  ProducerObserver* const observer_;
+  const uint64_t instance_id_;
+  Listener listener_;
+  Waker wake_;
+  std::thread thread_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable attached_cv_;
+  bool stopping_ = false;
+  bool flushing_ = false;
+  bool eos_ = false;
+  bool has_caps_ = false;
+  Caps caps_;
+  uint64_t next_session_id_ = 1;
+  uint64_t next_sequence_ = 1;
+  std::map<uint64_t, std::unique_ptr<Session>> sessions_;
+  ProducerStats stats_;
+};
+
+}  // namespace cipc

@@ -1,0 +1,379 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+#include "protocol.h"
+
+#include <cstring>
+#include <type_traits>
+
+namespace cipc {
+namespace {
+
+// Fixed body sizes (bytes). CAPS and ERROR add their string length to the fixed part.
+constexpr size_t kHelloSize = 28;
+constexpr size_t kWelcomeSize = 32;
+constexpr size_t kCapsFixedSize = 20;
+constexpr size_t kSlotSize = 88;
+constexpr size_t kFrameSize = 128;
+constexpr size_t kReleaseSize = 24;
+constexpr size_t kFenceSize = 80;
+constexpr size_t kEosSize = 0;
+constexpr size_t kByeSize = 4;
+constexpr size_t kErrorFixedSize = 8;
+constexpr int64_t kMaxStride = int64_t{1} << 28;
+
+class Writer {
+ public:
+  explicit Writer(std::vector<uint8_t>& out) : out_(out) {}
+  void u8s(const uint8_t* p, size_t n) { out_.insert(out_.end(), p, p + n); }
+  template <typename T>
+  void put(T v) {
+    using U = std::make_unsigned_t<T>;
+    U u = static_cast<U>(v);
+    for (size_t i = 0; i < sizeof(T); ++i) out_.push_back(static_cast<uint8_t>(u >> (8 * i)));
+  }
+
+ private:
+  std::vector<uint8_t>& out_;
+};
+
+class Reader {
+ public:
+  Reader(const uint8_t* p, size_t n) : p_(p), n_(n) {}
+  size_t remaining() const { return n_ - pos_; }
+  template <typename T>
+  T get() {
+    using U = std::make_unsigned_t<T>;
+    U u = 0;
+    for (size_t i = 0; i < sizeof(T); ++i) u |= static_cast<U>(static_cast<U>(p_[pos_ + i]) << (8 * i));
+    pos_ += sizeof(T);
+    return static_cast<T>(u);
+  }
+  void bytes(uint8_t* dst, size_t n) {
+    std::memcpy(dst, p_ + pos_, n);
+    pos_ += n;
+  }
+  std::string str(size_t n) {
+    std::string s(reinterpret_cast<const char*>(p_ + pos_), n);
+    pos_ += n;
+    return s;
+  }
+
+ private:
+  const uint8_t* p_;
+  size_t n_;
+  size_t pos_ = 0;
+};
+
+struct BodyEncoder {
+  Writer& w;
+  void operator()(const Hello& m) {
+    w.put(static_cast<uint16_t>(m.memory_kind));
+    w.put(uint16_t{0});
+    w.put(m.max_in_flight);
+    w.u8s(m.gpu_uuid.data(), m.gpu_uuid.size());
+    w.put(m.pid);
+  }
+  void operator()(const Welcome& m) {
+    w.put(m.instance_id);
+    w.put(static_cast<uint16_t>(m.memory_kind));
+    w.put(static_cast<uint16_t>(m.sync_mode));
+    w.put(m.max_in_flight);
+    w.u8s(m.gpu_uuid.data(), m.gpu_uuid.size());
+  }
+  void operator()(const Caps& m) {
+    w.put(m.generation);
+    w.put(m.frame_size);
+    w.put(static_cast<uint32_t>(m.caps.size()));
+    w.u8s(reinterpret_cast<const uint8_t*>(m.caps.data()), m.caps.size());
+  }
+  void operator()(const Slot& m) {
+    w.put(m.generation);
+    w.put(m.index);
+    w.put(m.flags);
+    w.put(m.size);
+    w.u8s(m.event.data(), m.event.size());
+  }
+  void operator()(const Frame& m) {
+    w.put(m.generation);
+    w.put(m.slot);
+    w.put(m.flags);
+    w.put(m.sequence);
+    w.put(m.pts);
+    w.put(m.dts);
+    w.put(m.duration);
+    w.put(m.offset);
+    w.put(m.send_time);
+    w.put(m.size);
+    w.put(m.n_planes);
+    w.put(uint32_t{0});
+    for (uint64_t o : m.plane_offset) w.put(o);
+    for (int32_t s : m.plane_stride) w.put(s);
+  }
+  void operator()(const Release& m) {
+    w.put(m.generation);
+    w.put(m.slot);
+    w.put(m.flags);
+    w.put(m.sequence);
+  }
+  void operator()(const Fence& m) {
+    w.put(m.generation);
+    w.put(m.slot);
+    w.put(uint32_t{0});
+    w.u8s(m.event.data(), m.event.size());
+  }
+  void operator()(const Eos&) {}
+  void operator()(const Bye& m) { w.put(m.reason); }
+  void operator()(const ErrorMessage& m) {
+    w.put(m.code);
+    w.put(static_cast<uint32_t>(m.text.size()));
+    w.u8s(reinterpret_cast<const uint8_t*>(m.text.data()), m.text.size());
+  }
+};
+
+DecodeError fail(DecodeFailure f, std::string detail) { return DecodeError{f, 0, std::move(detail)}; }
+
+DecodeError bad_length(MessageType t, size_t got, size_t want) {
+  return fail(DecodeFailure::kBadLength, std::string(to_string(t)) + " body is " +
+                                             std::to_string(got) + " bytes, expected " +
+                                             std::to_string(want));
+}
+
+DecodeError out_of_range(MessageType t, const char* field, uint64_t value) {
+  return fail(DecodeFailure::kOutOfRange, std::string(to_string(t)) + " field " + field +
+                                              " out of range: " + std::to_string(value));
+}
+
+bool valid_memory_kind(uint16_t v, bool allow_any) {
+  return (allow_any && v == 0) || v == 1 || v == 2;
+}
+
+}  // namespace
+
+const char* to_string(MessageType type) {
+  switch (type) {
+    case MessageType::kHello: return "HELLO";
+    case MessageType::kWelcome: return "WELCOME";
+    case MessageType::kCaps: return "CAPS";
+    case MessageType::kSlot: return "SLOT";
+    case MessageType::kFrame: return "FRAME";
+    case MessageType::kRelease: return "RELEASE";
+    case MessageType::kFence: return "FENCE";
+    case MessageType::kEos: return "EOS";
+    case MessageType::kBye: return "BYE";
+    case MessageType::kError: return "ERROR";
+  }
+  return "UNKNOWN";
+}
+
+const char* to_string(MemoryKind kind) {
+  switch (kind) {
+    case MemoryKind::kAny: return "any";
+    case MemoryKind::kHost: return "host";
+    case MemoryKind::kCuda: return "cuda";
+  }
+  return "unknown";
+}
+
+const char* to_string(SyncMode mode) {
+  switch (mode) {
+    case SyncMode::kNone: return "none";
+    case SyncMode::kGpuEvents: return "gpu-events";
+    case SyncMode::kCpu: return "cpu";
+  }
+  return "unknown";
+}
+
+MessageType Message::type() const {
+  // The variant's alternatives are declared in MessageType order starting at 1.
+  return static_cast<MessageType>(body.index() + 1);
+}
+
+size_t expected_fd_count(MessageType type) { return type == MessageType::kSlot ? 1 : 0; }
+
+std::vector<uint8_t> encode(const Message& message, uint16_t version) {
+  std::vector<uint8_t> out;
+  out.reserve(kHeaderSize + kFrameSize);
+  Writer w(out);
+  w.put(kMagic);
+  w.put(version);
+  w.put(static_cast<uint16_t>(message.type()));
+  w.put(uint32_t{0});  // body length, patched below
+  std::visit(BodyEncoder{w}, message.body);
+  const uint32_t body = static_cast<uint32_t>(out.size() - kHeaderSize);
+  for (size_t i = 0; i < 4; ++i) out[8 + i] = static_cast<uint8_t>(body >> (8 * i));
+  return out;
+}
+
+DecodeResult decode(const uint8_t* data, size_t size) {
+  if (data == nullptr || size < kHeaderSize)
+    return fail(DecodeFailure::kTruncated, "message of " + std::to_string(size) +
+                                               " bytes is shorter than the header");
+  if (size > kMaxMessageSize)
+    return fail(DecodeFailure::kTooLarge, "message of " + std::to_string(size) + " bytes");
+  Reader h(data, kHeaderSize);
+  const uint32_t magic = h.get<uint32_t>();
+  const uint16_t version = h.get<uint16_t>();
+  const uint16_t raw_type = h.get<uint16_t>();
+  const uint32_t length = h.get<uint32_t>();
+  if (magic != kMagic) return fail(DecodeFailure::kBadMagic, "bad magic");
+  if (version != kProtocolVersion) {
+    DecodeError e = fail(DecodeFailure::kVersionMismatch, "");
+    e.peer_version = version;
+    return e;
+  }
+  if (length != size - kHeaderSize)
+    return fail(DecodeFailure::kTruncated, "header announces " + std::to_string(length) +
+                                               " body bytes, " +
+                                               std::to_string(size - kHeaderSize) + " arrived");
+  if (raw_type < 1 || raw_type > static_cast<uint16_t>(MessageType::kError))
+    return fail(DecodeFailure::kUnknownType, "unknown message type " + std::to_string(raw_type));
+
+  const auto type = static_cast<MessageType>(raw_type);
+  Reader r(data + kHeaderSize, length);
+  switch (type) {
+    case MessageType::kHello: {
+      if (length != kHelloSize) return bad_length(type, length, kHelloSize);
+      Hello m;
+      const uint16_t kind = r.get<uint16_t>();
+      const uint16_t reserved = r.get<uint16_t>();
+      m.max_in_flight = r.get<uint32_t>();
+      r.bytes(m.gpu_uuid.data(), m.gpu_uuid.size());
+      m.pid = r.get<uint32_t>();
+      if (reserved != 0) return out_of_range(type, "reserved", reserved);
+      if (!valid_memory_kind(kind, true)) return out_of_range(type, "memory_kind", kind);
+      if (m.max_in_flight < 1 || m.max_in_flight > kMaxInFlight)
+        return out_of_range(type, "max_in_flight", m.max_in_flight);
+      m.memory_kind = static_cast<MemoryKind>(kind);
+      return Message{m};
+    }
+    case MessageType::kWelcome: {
+      if (length != kWelcomeSize) return bad_length(type, length, kWelcomeSize);
+      Welcome m;
+      m.instance_id = r.get<uint64_t>();
+      const uint16_t kind = r.get<uint16_t>();
+      const uint16_t sync = r.get<uint16_t>();
+      m.max_in_flight = r.get<uint32_t>();
+      r.bytes(m.gpu_uuid.data(), m.gpu_uuid.size());
+      if (!valid_memory_kind(kind, false)) return out_of_range(type, "memory_kind", kind);
+      if (sync > static_cast<uint16_t>(SyncMode::kCpu)) return out_of_range(type, "sync_mode", sync);
+      if (m.max_in_flight < 1 || m.max_in_flight > kMaxInFlight)
+        return out_of_range(type, "max_in_flight", m.max_in_flight);
+      m.memory_kind = static_cast<MemoryKind>(kind);
+      m.sync_mode = static_cast<SyncMode>(sync);
+      return Message{m};
+    }
+    case MessageType::kCaps: {
+      if (length < kCapsFixedSize) return bad_length(type, length, kCapsFixedSize);
+      Caps m;
+      m.generation = r.get<uint64_t>();
+      m.frame_size = r.get<uint64_t>();
+      const uint32_t n = r.get<uint32_t>();
+      if (n == 0 || n > kMaxCapsLength) return out_of_range(type, "caps_length", n);
+      if (length != kCapsFixedSize + n) return bad_length(type, length, kCapsFixedSize + n);
+      if (m.frame_size == 0 || m.frame_size > kMaxSlotSize)
+        return out_of_range(type, "frame_size", m.frame_size);
+      m.caps = r.str(n);
+      if (m.caps.find('\0') != std::string::npos)
+        return fail(DecodeFailure::kOutOfRange, "CAPS string holds a NUL byte");
+      return Message{m};
+    }
+    case MessageType::kSlot: {
+      if (length != kSlotSize) return bad_length(type, length, kSlotSize);
+      Slot m;
+      m.generation = r.get<uint64_t>();
+      m.index = r.get<uint32_t>();
+      m.flags = r.get<uint32_t>();
+      m.size = r.get<uint64_t>();
+      r.bytes(m.event.data(), m.event.size());
+      if (m.index >= kMaxSlots) return out_of_range(type, "index", m.index);
+      if ((m.flags & ~Slot::kHasEvent) != 0) return out_of_range(type, "flags", m.flags);
+      if (m.size == 0 || m.size > kMaxSlotSize) return out_of_range(type, "size", m.size);
+      return Message{m};
+    }
+    case MessageType::kFrame: {
+      if (length != kFrameSize) return bad_length(type, length, kFrameSize);
+      Frame m;
+      m.generation = r.get<uint64_t>();
+      m.slot = r.get<uint32_t>();
+      m.flags = r.get<uint32_t>();
+      m.sequence = r.get<uint64_t>();
+      m.pts = r.get<uint64_t>();
+      m.dts = r.get<uint64_t>();
+      m.duration = r.get<uint64_t>();
+      m.offset = r.get<uint64_t>();
+      m.send_time = r.get<uint64_t>();
+      m.size = r.get<uint64_t>();
+      m.n_planes = r.get<uint32_t>();
+      const uint32_t reserved = r.get<uint32_t>();
+      if (reserved != 0) return out_of_range(type, "reserved", reserved);
+      for (auto& o : m.plane_offset) o = r.get<uint64_t>();
+      for (auto& s : m.plane_stride) s = r.get<int32_t>();
+      if (m.slot >= kMaxSlots) return out_of_range(type, "slot", m.slot);
+      if ((m.flags & ~Frame::kKnownFlags) != 0) return out_of_range(type, "flags", m.flags);
+      if (m.size == 0 || m.size > kMaxSlotSize) return out_of_range(type, "size", m.size);
+      if (m.n_planes > kMaxPlanes) return out_of_range(type, "n_planes", m.n_planes);
+      for (uint32_t i = 0; i < m.n_planes; ++i) {
+        if (m.plane_offset[i] >= m.size) return out_of_range(type, "plane_offset", m.plane_offset[i]);
+        const int64_t s = m.plane_stride[i];
+        if (s < -kMaxStride || s > kMaxStride) return out_of_range(type, "plane_stride", s);
+      }
+      return Message{m};
+    }
+    case MessageType::kRelease: {
+      if (length != kReleaseSize) return bad_length(type, length, kReleaseSize);
+      Release m;
+      m.generation = r.get<uint64_t>();
+      m.slot = r.get<uint32_t>();
+      m.flags = r.get<uint32_t>();
+      m.sequence = r.get<uint64_t>();
+      if (m.slot >= kMaxSlots) return out_of_range(type, "slot", m.slot);
+      if ((m.flags & ~Release::kFenceRecorded) != 0) return out_of_range(type, "flags", m.flags);
+      return Message{m};
+    }
+    case MessageType::kFence: {
+      if (length != kFenceSize) return bad_length(type, length, kFenceSize);
+      Fence m;
+      m.generation = r.get<uint64_t>();
+      m.slot = r.get<uint32_t>();
+      const uint32_t reserved = r.get<uint32_t>();
+      r.bytes(m.event.data(), m.event.size());
+      if (reserved != 0) return out_of_range(type, "reserved", reserved);
+      if (m.slot >= kMaxSlots) return out_of_range(type, "slot", m.slot);
+      return Message{m};
+    }
+    case MessageType::kEos:
+      if (length != kEosSize) return bad_length(type, length, kEosSize);
+      return Message{Eos{}};
+    case MessageType::kBye: {
+      if (length != kByeSize) return bad_length(type, length, kByeSize);
+      Bye m;
+      m.reason = r.get<uint32_t>();
+      if (m.reason > Bye::kProtocolError) return out_of_range(type, "reason", m.reason);
+      return Message{m};
+    }
+    case MessageType::kError: {
+      if (length < kErrorFixedSize) return bad_length(type, length, kErrorFixedSize);
+      ErrorMessage m;
+      m.code = r.get<uint32_t>();
+      const uint32_t n = r.get<uint32_t>();
+      if (n > kMaxErrorTextLength) return out_of_range(type, "text_length", n);
+      if (length != kErrorFixedSize + n) return bad_length(type, length, kErrorFixedSize + n);
+      m.text = r.str(n);
+      return Message{m};
+    }
+  }
+  return fail(DecodeFailure::kUnknownType, "unknown message type");
+}
+
+std::string describe(const DecodeError& error) {
+  switch (error.failure) {
+    case DecodeFailure::kVersionMismatch:
+      return "peer speaks protocol version " + std::to_string(error.peer_version) +
+             ", this side speaks version " + std::to_string(kProtocolVersion);
+    case DecodeFailure::kBadMagic:
+      return "not a cudaipc message (bad magic)";
+    default:
+      return "malformed message: " + error.detail;
+  }
+}
+
+}  // namespace cipc

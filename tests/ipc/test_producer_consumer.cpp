@@ -1,0 +1,1539 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// Producer and Consumer (ipc/producer.h, ipc/consumer.h) over real Unix sockets with host memory:
+// handshake, caps, slots, claims and releases, and every failure of DESIGN.md section 6 that can
+// be provoked without a GPU - stuck, killed, hostile and mismatched peers on either side.
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "consumer.h"
+#include "producer.h"
+#include "test_util.h"
+
+namespace cipc {
+
+inline void PrintTo(ConsumerEvent::Kind k, std::ostream* os) {
+  static const char* const names[] = {"kFrame",   "kCaps",        "kEos",  "kClosed",
+                                      "kTimeout", "kInterrupted", "kError"};
+  *os << names[static_cast<size_t>(k)];
+}
+
+namespace {
+
+using cipc_test::eventually;
+using cipc_test::path_exists;
+using cipc_test::receive_message;
+using cipc_test::receive_within;
+using cipc_test::TempDir;
+using Kind = ConsumerEvent::Kind;
+
+constexpr size_t kSlotBytes = 16384;
+constexpr const char* kCapsString = "video/x-raw, format=BGRA, width=64, height=64";
+
+// ---- test doubles
+// --------------------------------------------------------------------------------
+
+struct HoldCounters {
+  std::atomic<int> destroyed{0};
+  std::atomic<int> retired{0};
+};
+
+// Stands in for the GstBuffer the sink keeps per claim: counts retire() and destruction.
+class CountingHold final : public FrameHold {
+ public:
+  explicit CountingHold(std::shared_ptr<HoldCounters> counters) : counters_(std::move(counters)) {}
+  ~CountingHold() override { ++counters_->destroyed; }
+  void retire() override { ++counters_->retired; }
+
+ private:
+  std::shared_ptr<HoldCounters> counters_;
+};
+
+class RecordingObserver final : public ProducerObserver {
+ public:
+  struct Detach {
+    uint64_t id;
+    std::string reason;
+    bool problem;
+  };
+  void on_consumer_attached(uint64_t id, pid_t pid) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    attached_.emplace_back(id, pid);
+  }
+  void on_consumer_detached(uint64_t id, const std::string& reason, bool problem) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    detached_.push_back({id, reason, problem});
+  }
+  std::vector<std::pair<uint64_t, pid_t>> attached() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return attached_;
+  }
+  std::vector<Detach> detached() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return detached_;
+  }
+  // True once a detach with this `problem` flag and a reason containing `text` was reported.
+  bool saw_detach(const std::string& text, bool problem) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const Detach& d : detached_)
+      if (d.problem == problem && d.reason.find(text) != std::string::npos) return true;
+    return false;
+  }
+  std::string dump() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::string s;
+    for (const Detach& d : detached_)
+      s += "[" + std::to_string(d.id) + (d.problem ? " problem: " : " normal: ") + d.reason + "] ";
+    return s;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<std::pair<uint64_t, pid_t>> attached_;
+  std::vector<Detach> detached_;
+};
+
+std::string describe_event(const ConsumerEvent& e) {
+  static const char* const names[] = {"frame",   "caps",        "eos",  "closed",
+                                      "timeout", "interrupted", "error"};
+  std::string s = names[static_cast<size_t>(e.kind)];
+  if (e.kind == Kind::kClosed || e.kind == Kind::kError) s += " (" + e.error.message + ")";
+  return s;
+}
+
+uint8_t pattern_byte(uint8_t seed, size_t i) {
+  return static_cast<uint8_t>(seed * 31 + i * 7 + (i >> 9));
+}
+
+void fill(SlotMemory& slot, uint8_t seed) {
+  auto* p = static_cast<uint8_t*>(slot.data());
+  for (size_t i = 0; i < slot.size(); ++i) p[i] = pattern_byte(seed, i);
+}
+
+// Index of the first byte that differs from the pattern, or -1.
+long mismatch(const void* data, size_t size, uint8_t seed) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  for (size_t i = 0; i < size; ++i)
+    if (p[i] != pattern_byte(seed, i)) return static_cast<long>(i);
+  return -1;
+}
+
+// A producer impersonator: a bare Listener that accepts one consumer, reads its HELLO and then runs
+// `script` (on its own thread) with the connection, which it keeps open afterwards.
+class FakeProducer {
+ public:
+  using Script = std::function<void(Channel& consumer, const Hello& hello)>;
+
+  FakeProducer(const std::string& path, Script script) {
+    auto l = Listener::bind(path, 0600);
+    if (!l) {
+      ADD_FAILURE() << "fake producer cannot bind: " << l.error().message;
+      return;
+    }
+    listener_ = std::move(l.value());
+    thread_ = std::thread([this, script = std::move(script)] { run(script); });
+  }
+  ~FakeProducer() { join(); }
+
+  void join() {
+    if (thread_.joinable()) thread_.join();
+  }
+  // The connection to the consumer, once the script has finished.
+  Channel& channel() {
+    join();
+    return channel_;
+  }
+
+ private:
+  void run(const Script& script) {
+    if (!eventually([&] { return listener_.accept(channel_) == IoResult::kOk; })) {
+      ADD_FAILURE() << "no consumer connected to the fake producer";
+      return;
+    }
+    Message m;
+    if (!receive_message(channel_, &m)) return;
+    if (m.type() != MessageType::kHello) {
+      ADD_FAILURE() << "the consumer opened with " << to_string(m.type());
+      return;
+    }
+    script(channel_, std::get<Hello>(m.body));
+  }
+
+  Listener listener_;
+  Channel channel_;
+  std::thread thread_;
+};
+
+Welcome host_welcome() {
+  Welcome w;
+  w.instance_id = 0x5eed;
+  w.memory_kind = MemoryKind::kHost;
+  w.max_in_flight = 4;
+  return w;
+}
+
+Caps small_caps(uint64_t generation = 1) {
+  Caps c;
+  c.generation = generation;
+  c.frame_size = 4096;
+  c.caps = kCapsString;
+  return c;
+}
+
+// A sealed memfd of `size` bytes, as a producer would send.
+UniqueFd sealed_memfd(size_t size) {
+  UniqueFd fd(::memfd_create("fake-slot", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  EXPECT_TRUE(fd.valid());
+  EXPECT_EQ(::ftruncate(fd.get(), static_cast<off_t>(size)), 0);
+  EXPECT_EQ(::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+  return fd;
+}
+
+// Kills and reaps a forked child when the test ends, however it ends.
+struct ChildGuard {
+  pid_t pid = -1;
+  ~ChildGuard() {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
+// ---- fixture -----------------------------------------------------------------------------------
+
+class ProducerConsumer : public ::testing::Test {
+ protected:
+  ProducerConfig config() const {
+    ProducerConfig c;
+    c.socket_path = path_;
+    c.max_in_flight = 4;
+    c.release_timeout_ms = 30000;  // tests that want a timeout set a short one
+    return c;
+  }
+
+  void start(const ProducerConfig& c) {
+    auto p = Producer::start(c, &observer_);
+    ASSERT_TRUE(p.is_ok()) << p.error().message;
+    producer_ = std::move(p.value());
+  }
+  void start() { start(config()); }
+
+  // Allocates `n` slots of generation `generation` and announces caps for them.
+  void make_slots(size_t n, uint64_t generation = 1) {
+    slots_.clear();
+    generation_ = generation;
+    for (size_t i = 0; i < n; ++i) {
+      auto m = backend_.allocate(kSlotBytes);
+      ASSERT_TRUE(m.is_ok()) << m.error().message;
+      slots_.push_back(std::move(m.value()));
+    }
+    producer_->set_caps(generation, kCapsString, kSlotBytes);
+  }
+
+  std::unique_ptr<Consumer> connect(uint32_t max_in_flight = 8, MemoryKind kind = MemoryKind::kAny,
+                                    Waker* waker = nullptr) {
+    ConsumerConfig c;
+    c.socket_path = path_;
+    c.max_in_flight = max_in_flight;
+    c.memory_kind = kind;
+    auto r = Consumer::connect(c, consumer_backend_, waker);
+    EXPECT_TRUE(r.is_ok()) << r.error().message;
+    return r.is_ok() ? std::move(r.value()) : nullptr;
+  }
+
+  // Fills slot `index` with the pattern of `seed` and publishes it with a fresh counting hold.
+  size_t publish(uint32_t index, uint8_t seed) {
+    fill(*slots_.at(index), seed);
+    Frame f;
+    f.size = kSlotBytes;
+    f.n_planes = 1;
+    f.plane_offset[0] = 0;
+    f.plane_stride[0] = 256;
+    f.pts = 1000000ull * seed;
+    f.duration = 33333333;
+    f.offset = seed;
+    f.flags = (seed % 2) ? Frame::kDiscont : 0;
+    return producer_->publish(SlotRef{generation_, index, slots_[index].get()}, f,
+                              std::make_shared<CountingHold>(holds_));
+  }
+
+  static ConsumerEvent next(Consumer& c, int timeout_ms = 5000) { return c.next(timeout_ms); }
+
+  static void expect_caps(Consumer& c, uint64_t generation = 1) {
+    ConsumerEvent e = next(c);
+    ASSERT_EQ(e.kind, Kind::kCaps) << describe_event(e);
+    EXPECT_EQ(e.caps.generation, generation);
+    EXPECT_EQ(e.caps.caps, kCapsString);
+    EXPECT_EQ(e.caps.frame_size, kSlotBytes);
+  }
+
+  // Receives the next event, which must be a frame from slot `index` holding the pattern of `seed`.
+  static ReceivedFrame expect_frame(Consumer& c, uint32_t index, uint8_t seed) {
+    ConsumerEvent e = next(c);
+    EXPECT_EQ(e.kind, Kind::kFrame) << describe_event(e);
+    if (e.kind != Kind::kFrame) return {};
+    const ReceivedFrame& f = e.frame;
+    EXPECT_EQ(f.info.slot, index);
+    EXPECT_EQ(f.info.size, kSlotBytes);
+    EXPECT_EQ(f.info.pts, 1000000ull * seed);
+    EXPECT_EQ(f.info.offset, seed);
+    EXPECT_EQ(f.info.flags, (seed % 2) ? Frame::kDiscont : 0u);
+    EXPECT_TRUE(f.claim);
+    EXPECT_TRUE(f.slot && f.slot->memory);
+    if (f.slot && f.slot->memory) {
+      EXPECT_EQ(f.slot->index, index);
+      EXPECT_GE(f.slot->memory->size(), kSlotBytes);
+      EXPECT_EQ(mismatch(f.slot->memory->data(), kSlotBytes, seed), -1)
+          << "frame bytes differ from what the producer wrote";
+    }
+    return e.frame;
+  }
+
+  // A raw client that performs the handshake by hand and reads the WELCOME.
+  Channel raw_client(bool say_hello) {
+    auto c = Channel::connect(path_);
+    EXPECT_TRUE(c.is_ok()) << c.error().message;
+    if (!c.is_ok()) return Channel();
+    if (say_hello) {
+      EXPECT_EQ(c->send(Message{Hello{}}), IoResult::kOk);
+      Message m;
+      if (receive_message(*c, &m)) {
+        EXPECT_EQ(m.type(), MessageType::kWelcome);
+      }
+    }
+    return std::move(c.value());
+  }
+
+  // Reads what the producer sends until its ERROR (skipping WELCOME, CAPS, ...), then expects the
+  // connection to end.
+  static ErrorMessage expect_error_then_closed(Channel& c) {
+    for (int i = 0; i < 16; ++i) {
+      Packet p;
+      const IoResult r = receive_within(c, p);
+      if (r != IoResult::kOk) {
+        ADD_FAILURE() << "connection ended (" << io_result_name(r) << ") without an ERROR";
+        return {};
+      }
+      DecodeResult d = decode(p.bytes.data(), p.bytes.size());
+      if (!d) {
+        ADD_FAILURE() << "undecodable message from the producer: " << describe(d.error());
+        return {};
+      }
+      if (d.message().type() != MessageType::kError) continue;
+      const ErrorMessage e = std::get<ErrorMessage>(d.message().body);
+      Packet after;
+      EXPECT_EQ(receive_within(c, after), IoResult::kClosed) << "still connected after ERROR";
+      return e;
+    }
+    ADD_FAILURE() << "no ERROR among the first 16 messages";
+    return {};
+  }
+
+  ProducerStats stats() const { return producer_->stats(); }
+
+  TempDir dir_;
+  const std::string path_ = dir_.file("producer.sock");
+  HostMemoryBackend backend_;
+  HostMemoryBackend consumer_backend_;
+  std::vector<std::unique_ptr<SlotMemory>> slots_;
+  uint64_t generation_ = 1;
+  std::shared_ptr<HoldCounters> holds_ = std::make_shared<HoldCounters>();
+  RecordingObserver observer_;
+  std::unique_ptr<Producer> producer_;
+};
+
+// ---- handshake
+// -----------------------------------------------------------------------------------
+
+TEST_F(ProducerConsumer, HandshakeGivesInstanceIdAndGrantsTheSmallerMaxInFlight) {
+  start();
+  const std::string socket = path_;
+  EXPECT_EQ(producer_->socket_path(), socket);
+  EXPECT_NE(producer_->instance_id(), 0u);
+
+  auto greedy = connect(16);
+  auto modest = connect(2);
+  ASSERT_TRUE(greedy && modest);
+  EXPECT_EQ(greedy->instance_id(), producer_->instance_id());
+  EXPECT_EQ(greedy->welcome().instance_id, producer_->instance_id());
+  EXPECT_EQ(greedy->welcome().memory_kind, MemoryKind::kHost);
+  EXPECT_EQ(greedy->welcome().max_in_flight, 4u) << "min(16 asked, 4 configured)";
+  EXPECT_EQ(modest->welcome().max_in_flight, 2u) << "min(2 asked, 4 configured)";
+
+  EXPECT_EQ(producer_->consumer_count(), 2u);
+  EXPECT_EQ(stats().consumers_total, 2u);
+  ASSERT_TRUE(eventually([&] { return observer_.attached().size() == 2; }));
+  for (const auto& a : observer_.attached()) EXPECT_EQ(a.second, ::getpid());
+  EXPECT_NE(observer_.attached()[0].first, observer_.attached()[1].first);
+}
+
+TEST_F(ProducerConsumer, ConfiguredInstanceIdIsAnnounced) {
+  ProducerConfig c = config();
+  c.instance_id = 0xabcdef0123ull;
+  start(c);
+  EXPECT_EQ(producer_->instance_id(), 0xabcdef0123ull);
+  auto consumer = connect();
+  ASSERT_TRUE(consumer);
+  EXPECT_EQ(consumer->instance_id(), 0xabcdef0123ull);
+}
+
+TEST_F(ProducerConsumer, SocketFileHasModeFromConfig) {
+  start();
+  struct stat st {};
+  ASSERT_EQ(::lstat(path_.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+}
+
+TEST_F(ProducerConsumer, StartRefusesBadMaxInFlight) {
+  for (uint32_t n : {0u, kMaxInFlight + 1}) {
+    ProducerConfig c = config();
+    c.max_in_flight = n;
+    auto p = Producer::start(c);
+    ASSERT_FALSE(p.is_ok()) << n;
+    EXPECT_EQ(p.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_FALSE(path_exists(path_)) << "a refused start must not leave a socket";
+  }
+}
+
+TEST_F(ProducerConsumer, SecondProducerOnALivePathIsRefused) {
+  start();
+  auto second = Producer::start(config());
+  ASSERT_FALSE(second.is_ok());
+  EXPECT_EQ(second.error().code, ErrorCode::kAddressInUse);
+  auto consumer = connect();
+  ASSERT_TRUE(consumer);
+  EXPECT_EQ(consumer->instance_id(), producer_->instance_id()) << "the first one still serves";
+}
+
+TEST_F(ProducerConsumer, ConsumerRefusesBadMaxInFlight) {
+  start();
+  for (uint32_t n : {0u, kMaxInFlight + 1}) {
+    ConsumerConfig c;
+    c.socket_path = path_;
+    c.max_in_flight = n;
+    auto r = Consumer::connect(c, consumer_backend_);
+    ASSERT_FALSE(r.is_ok());
+    EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
+  }
+}
+
+TEST_F(ProducerConsumer, ConnectWithoutProducerIsConnectFailed) {
+  ConsumerConfig c;
+  c.socket_path = path_;
+  auto r = Consumer::connect(c, consumer_backend_);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kConnectFailed);
+}
+
+TEST_F(ProducerConsumer, CudaConsumerAgainstHostProducerIsMemoryKindMismatch) {
+  start();
+  ConsumerConfig c;
+  c.socket_path = path_;
+  c.memory_kind = MemoryKind::kCuda;
+  auto r = Consumer::connect(c, consumer_backend_);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kMemoryKindMismatch);
+  EXPECT_NE(r.error().message.find("host"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("cuda"), std::string::npos) << r.error().message;
+  ASSERT_TRUE(eventually([&] { return stats().consumers_rejected == 1; }));
+  EXPECT_EQ(stats().consumers, 0u);
+  EXPECT_TRUE(eventually([&] { return observer_.saw_detach("cuda", true); })) << observer_.dump();
+}
+
+TEST_F(ProducerConsumer, HostConsumerNamingHostMemoryIsAccepted) {
+  start();
+  auto c = connect(4, MemoryKind::kHost);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->welcome().memory_kind, MemoryKind::kHost);
+}
+
+// ---- frames, slots and claims
+// --------------------------------------------------------------------
+
+TEST_F(ProducerConsumer, FramesArriveWithTheProducersBytesAndEachSlotIsImportedOnce) {
+  ProducerConfig cfg = config();
+  cfg.max_in_flight = 16;
+  start(cfg);
+  make_slots(3);
+  auto c = connect(16);
+  ASSERT_TRUE(c);
+  expect_caps(*c);
+
+  std::vector<ReceivedFrame> held;
+  uint64_t last_sequence = 0;
+  for (uint8_t n = 1; n <= 9; ++n) {
+    const uint32_t index = n % 3;
+    ASSERT_EQ(publish(index, n), 1u);
+    ReceivedFrame f = expect_frame(*c, index, n);
+    ASSERT_TRUE(f.claim);
+    EXPECT_GT(f.info.sequence, last_sequence);
+    EXPECT_EQ(f.info.generation, 1u);
+    EXPECT_NE(f.info.send_time, 0u);
+    last_sequence = f.info.sequence;
+    held.push_back(std::move(f));
+  }
+  EXPECT_EQ(c->stats().slots_imported, 3u) << "each slot must be imported exactly once";
+  EXPECT_EQ(c->stats().frames_received, 9u);
+  EXPECT_EQ(c->stats().claims_outstanding, 9u);
+
+  // Frames of one slot share one mapping.
+  EXPECT_EQ(held[0].slot, held[3].slot);
+  EXPECT_NE(held[0].slot, held[1].slot);
+
+  ProducerStats s = stats();
+  EXPECT_EQ(s.frames_published, 9u);
+  EXPECT_EQ(s.frames_sent, 9u);
+  EXPECT_EQ(s.frames_dropped, 0u);
+  EXPECT_EQ(s.slots_exported, 3u);
+  EXPECT_EQ(s.claims_outstanding, 9u);
+  EXPECT_EQ(holds_->destroyed, 0) << "holds must live while claims are outstanding";
+
+  held.clear();
+  ASSERT_TRUE(eventually([&] { return stats().claims_outstanding == 0; }));
+  EXPECT_EQ(stats().releases, 9u);
+  EXPECT_TRUE(eventually([&] { return holds_->destroyed == 9; })) << holds_->destroyed;
+  EXPECT_EQ(holds_->retired, 0) << "released frames are not retired";
+  EXPECT_EQ(c->stats().releases_sent, 9u);
+  EXPECT_EQ(c->stats().claims_outstanding, 0u);
+}
+
+TEST_F(ProducerConsumer, DroppingTheClaimSendsReleaseAndFreesTheHold) {
+  start();
+  make_slots(1);
+  auto c = connect();
+  ASSERT_TRUE(c);
+  expect_caps(*c);
+  ASSERT_EQ(publish(0, 5), 1u);
+  ReceivedFrame f = expect_frame(*c, 0, 5);
+  EXPECT_EQ(stats().claims_outstanding, 1u);
+  EXPECT_EQ(holds_->destroyed, 0);
+
+  f.claim.reset();  // the mapping (f.slot) may stay; the claim is what counts
+  ASSERT_TRUE(eventually([&] { return holds_->destroyed == 1; }));
+  EXPECT_EQ(stats().claims_outstanding, 0u);
+  EXPECT_EQ(stats().releases, 1u);
+  EXPECT_EQ(holds_->retired, 0);
+  EXPECT_EQ(mismatch(f.slot->memory->data(), kSlotBytes, 5), -1);
+}
+
+TEST_F(ProducerConsumer, ClaimMayBeReleasedFromAnotherThread) {
+  start();
+  make_slots(1);
+  auto c = connect();
+  ASSERT_TRUE(c);
+  expect_caps(*c);
+  ASSERT_EQ(publish(0, 1), 1u);
+  ReceivedFrame f = expect_frame(*c, 0, 1);
+  std::thread([frame = std::move(f)]() mutable { frame = ReceivedFrame{}; }).join();
+  EXPECT_TRUE(eventually([&] { return holds_->destroyed == 1; }));
+  EXPECT_EQ(c->stats().releases_sent, 1u);
+}
+
+TEST_F(ProducerConsumer, EveryConsumerGetsTheFrameAndTheHoldLivesUntilAllRelease) {
+  start();
+  make_slots(1);
+  auto a = connect();
+  auto b = connect();
+  ASSERT_TRUE(a && b);
+  expect_caps(*a);
+  expect_caps(*b);
+  ASSERT_EQ(publish(0, 3), 2u);
+  ReceivedFrame fa = expect_frame(*a, 0, 3);
+  ReceivedFrame fb = expect_frame(*b, 0, 3);
+  EXPECT_EQ(fa.info.sequence, fb.info.sequence);
+  EXPECT_EQ(stats().claims_outstanding, 2u);
+
+  fa = ReceivedFrame{};
+  ASSERT_TRUE(eventually([&] { return stats().releases == 1; }));
+  EXPECT_EQ(holds_->destroyed, 0) << "b still holds the frame";
+  fb = ReceivedFrame{};
+  EXPECT_TRUE(eventually([&] { return holds_->destroyed == 1; }));
+  EXPECT_EQ(stats().claims_outstanding, 0u);
+}
+
+TEST_F(ProducerConsumer, ConsumerAtMaxInFlightGetsNoMoreFramesUntilItReleases) {
+  start();
+  make_slots(4);
+  auto c = connect(2);
+  ASSERT_TRUE(c);
+  ASSERT_EQ(c->welcome().max_in_flight, 2u);
+  expect_caps(*c);
+
+  EXPECT_EQ(publish(0, 1), 1u);
+  EXPECT_EQ(publish(1, 2), 1u);
+  EXPECT_EQ(publish(2, 3), 0u);
+  EXPECT_EQ(publish(3, 4), 0u);
+  EXPECT_EQ(stats().frames_dropped, 2u);
+  EXPECT_EQ(stats().frames_sent, 2u);
+
+  ReceivedFrame first = expect_frame(*c, 0, 1);
+  ReceivedFrame second = expect_frame(*c, 1, 2);
+  ConsumerEvent nothing = next(*c, 200);
+  EXPECT_EQ(nothing.kind, Kind::kTimeout) << describe_event(nothing);
+
+  first = ReceivedFrame{};
+  ASSERT_TRUE(eventually([&] { return stats().claims_outstanding == 1; }));
+  EXPECT_EQ(publish(2, 5), 1u);
+  ReceivedFrame third = expect_frame(*c, 2, 5);
+  EXPECT_EQ(stats().frames_dropped, 2u);
+}
+
+TEST_F(ProducerConsumer, FramesBeforeCapsAreDroppedNotSent) {
+  start();
+  auto c = connect();
+  ASSERT_TRUE(c);
+  auto m = backend_.allocate(kSlotBytes);
+  ASSERT_TRUE(m.is_ok());
+  Frame f;
+  f.size = kSlotBytes;
+  EXPECT_EQ(
+      producer_->publish(SlotRef{1, 0, m.value().get()}, f, std::make_shared<CountingHold>(holds_)),
+      0u);
+  EXPECT_EQ(stats().frames_dropped, 1u);
+  EXPECT_EQ(holds_->destroyed, 1) << "an undelivered frame keeps no hold";
+}
+
+TEST_F(ProducerConsumer, NewCapsGenerationIsForwardedAndItsSlotsImportedAfresh) {
+  start();
+  make_slots(2, 1);
+  auto c = connect();
+  ASSERT_TRUE(c);
+  expect_caps(*c, 1);
+  ASSERT_EQ(publish(0, 1), 1u);
+  ReceivedFrame old_frame = expect_frame(*c, 0, 1);
+
+  std::vector<std::unique_ptr<SlotMemory>> old_slots = std::move(slots_);
+  make_slots(2, 2);  // new pool: new memory, same indices
+  expect_caps(*c, 2);
+
+  // A frame of the old generation is not sent any more.
+  Frame stale;
+  stale.size = kSlotBytes;
+  EXPECT_EQ(producer_->publish(SlotRef{1, 1, old_slots[1].get()}, stale,
+                               std::make_shared<CountingHold>(holds_)),
+            0u);
+
+  ASSERT_EQ(publish(0, 9), 1u);
+  ReceivedFrame new_frame = expect_frame(*c, 0, 9);
+  EXPECT_EQ(new_frame.info.generation, 2u);
+  EXPECT_NE(new_frame.slot, old_frame.slot);
+  EXPECT_EQ(c->stats().slots_imported, 2u);
+  // The old frame still reads its own memory.
+  EXPECT_EQ(mismatch(old_frame.slot->memory->data(), kSlotBytes, 1), -1);
+}
+
+// ---- EOS
+// -----------------------------------------------------------------------------------------
+
+TEST_F(ProducerConsumer, EosReachesAttachedConsumersAndLateComersGetCapsThenEos) {
+  start();
+  make_slots(1);
+  auto early = connect();
+  ASSERT_TRUE(early);
+  expect_caps(*early);
+  producer_->send_eos();
+  ConsumerEvent e = next(*early);
+  EXPECT_EQ(e.kind, Kind::kEos) << describe_event(e);
+
+  auto late = connect();
+  ASSERT_TRUE(late);
+  expect_caps(*late);
+  e = next(*late);
+  EXPECT_EQ(e.kind, Kind::kEos) << describe_event(e);
+
+  // Streaming again after EOS works.
+  ASSERT_EQ(publish(0, 4), 2u);
+  expect_frame(*early, 0, 4);
+  expect_frame(*late, 0, 4);
+}
+
+// ---- stuck, gone and killed consumers
+// --------------------------------------------------------------
+
+TEST_F(ProducerConsumer, StuckConsumerIsDisconnectedAfterReleaseTimeoutAndItsSlotsRetired) {
+  ProducerConfig cfg = config();
+  cfg.release_timeout_ms = 200;
+  start(cfg);
+  make_slots(3);
+  auto stuck = connect();
+  auto healthy = connect();
+  ASSERT_TRUE(stuck && healthy);
+  expect_caps(*stuck);
+  expect_caps(*healthy);
+
+  ASSERT_EQ(publish(0, 1), 2u);
+  ASSERT_EQ(publish(1, 2), 2u);
+  ReceivedFrame s1 = expect_frame(*stuck, 0, 1);
+  ReceivedFrame s2 = expect_frame(*stuck, 1, 2);
+  expect_frame(*healthy, 0, 1);  // released at once
+  expect_frame(*healthy, 1, 2);
+
+  ConsumerEvent e = next(*stuck);
+  ASSERT_EQ(e.kind, Kind::kClosed) << describe_event(e);
+  EXPECT_NE(e.error.message.find("release-timeout"), std::string::npos) << e.error.message;
+
+  // One hold per published frame, shared by both consumers' claims: freed once both claims end.
+  ASSERT_TRUE(eventually([&] { return holds_->destroyed == 2; })) << holds_->destroyed;
+  EXPECT_EQ(holds_->retired, 2) << "the stuck consumer's slots must be retired, never reused";
+  ProducerStats s = stats();
+  EXPECT_EQ(s.consumers_timed_out, 1u);
+  EXPECT_EQ(s.consumers, 1u);
+  EXPECT_EQ(s.claims_outstanding, 0u);
+  EXPECT_TRUE(eventually([&] { return observer_.saw_detach("release-timeout", true); }))
+      << observer_.dump();
+
+  // The healthy consumer keeps streaming.
+  ASSERT_EQ(publish(2, 3), 1u);
+  expect_frame(*healthy, 2, 3);
+
+  // The stuck consumer's frames are still readable; letting go of them later is harmless.
+  EXPECT_EQ(mismatch(s1.slot->memory->data(), kSlotBytes, 1), -1);
+  s1 = ReceivedFrame{};
+  s2 = ReceivedFrame{};
+  EXPECT_EQ(stuck->stats().releases_lost, 2u);
+  EXPECT_EQ(next(*stuck).kind, Kind::kClosed);
+}
+
+TEST_F(ProducerConsumer, DestroyedConsumerHasItsClaimsReclaimedAndFramesStayReadable) {
+  start();
+  make_slots(3);
+  auto c = connect();
+  ASSERT_TRUE(c);
+  expect_caps(*c);
+  std::vector<ReceivedFrame> held;
+  for (uint8_t n = 0; n < 3; ++n) {
+    ASSERT_EQ(publish(n, static_cast<uint8_t>(10 + n)), 1u);
+    held.push_back(expect_frame(*c, n, static_cast<uint8_t>(10 + n)));
+  }
+  EXPECT_EQ(stats().claims_outstanding, 3u);
+
+  c.reset();  // says BYE without releasing anything
+  ASSERT_TRUE(eventually([&] { return stats().consumers == 0; }));
+  EXPECT_TRUE(eventually([&] { return holds_->destroyed == 3; })) << holds_->destroyed;
+  EXPECT_EQ(stats().claims_outstanding, 0u);
+  EXPECT_EQ(stats().releases, 0u);
+  EXPECT_TRUE(eventually([&] { return observer_.saw_detach("goodbye", false); }))
+      << observer_.dump();
+
+  for (uint8_t n = 0; n < 3; ++n)
+    EXPECT_EQ(mismatch(held[n].slot->memory->data(), kSlotBytes, static_cast<uint8_t>(10 + n)), -1);
+  held.clear();  // releases go nowhere, and nothing crashes
+
+  auto again = connect();
+  ASSERT_TRUE(again);
+  expect_caps(*again);
+  ASSERT_EQ(publish(0, 20), 1u);
+  expect_frame(*again, 0, 20);
+}
+
+// KNOWN IPC BUG (fails today): a consumer that leaves with BYE (or ERROR) while frames are still
+// alive in its process gets its claims dropped without retire(). Producer::handle
+// (ipc/producer.cpp, the kBye and kError branches) calls drop(..., retire=false). But those frames
+// stay mapped and readable after the Consumer is gone (consumer.h: ImportedSlot "stays mapped while
+// any of them is alive, even after the connection ... is gone"; ~Consumer: "outstanding claims then
+// release nothing"), so per FrameHold's contract ("retire() is called first when a claim ends
+// without the consumer's RELEASE ... the consumer may still read the slot") the pool must not
+// rewrite them. In cudasrc-ipc this is the element stopping while downstream still holds buffers.
+// (A hang-up without BYE, i.e. a dead process, needs no retire.)
+TEST_F(ProducerConsumer, ConsumerLeavingWhileItsFramesLiveOnHasThoseSlotsRetired) {
+  start();
+  make_slots(2);
+  auto c = connect();
+  ASSERT_TRUE(c);
+  expect_caps(*c);
+  ASSERT_EQ(publish(0, 1), 1u);
+  ASSERT_EQ(publish(1, 2), 1u);
+  ReceivedFrame f0 = expect_frame(*c, 0, 1);
+  ReceivedFrame f1 = expect_frame(*c, 1, 2);
+  c.reset();  // BYE; f0 and f1 remain readable in this process
+  ASSERT_TRUE(eventually([&] { return holds_->destroyed == 2; }));
+  EXPECT_EQ(holds_->retired, 2) << "slots still read by the departed consumer were not retired";
+}
+
+// The true abrupt case: a consumer process holding frames is SIGKILLed.
+TEST_F(ProducerConsumer, SigkilledConsumerProcessHasItsClaimsReclaimed) {
+  start();
+  make_slots(3);
+  int report[2];
+  ASSERT_EQ(::pipe2(report, O_CLOEXEC), 0);
+  UniqueFd report_read(report[0]), report_write(report[1]);
+
+  ChildGuard child;
+  child.pid = ::fork();
+  ASSERT_GE(child.pid, 0);
+  if (child.pid == 0) {
+    // Child: no gtest here. Hold three frames, report each one, then wait to be killed.
+    ::alarm(30);
+    report_read.reset();
+    HostMemoryBackend backend;
+    ConsumerConfig c;
+    c.socket_path = path_;
+    c.max_in_flight = 8;
+    auto consumer = Consumer::connect(c, backend);
+    if (!consumer) ::_exit(2);
+    std::vector<ReceivedFrame> held;
+    while (held.size() < 3) {
+      ConsumerEvent e = consumer.value()->next(10000);
+      if (e.kind == Kind::kCaps) continue;
+      if (e.kind != Kind::kFrame) ::_exit(3);
+      held.push_back(std::move(e.frame));
+      if (::write(report_write.get(), "f", 1) != 1) ::_exit(4);
+    }
+    for (;;) ::pause();
+  }
+  report_write.reset();
+
+  ASSERT_TRUE(producer_->wait_for_consumer(5000));
+  for (uint32_t n = 0; n < 3; ++n) ASSERT_EQ(publish(n, static_cast<uint8_t>(n + 1)), 1u);
+  int reported = 0;
+  while (reported < 3) {
+    pollfd p{report_read.get(), POLLIN, 0};
+    ASSERT_EQ(::poll(&p, 1, 5000), 1) << "child reported only " << reported << " frames";
+    char buf[4];
+    const ssize_t r = ::read(report_read.get(), buf, sizeof(buf));
+    ASSERT_GT(r, 0) << "child died early";
+    reported += static_cast<int>(r);
+  }
+  EXPECT_EQ(stats().claims_outstanding, 3u);
+  EXPECT_EQ(holds_->destroyed, 0);
+
+  ASSERT_EQ(::kill(child.pid, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child.pid, &status, 0), child.pid);
+  child.pid = -1;
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+
+  ASSERT_TRUE(eventually([&] { return stats().consumers == 0; }));
+  EXPECT_TRUE(eventually([&] { return holds_->destroyed == 3; })) << holds_->destroyed;
+  EXPECT_EQ(stats().claims_outstanding, 0u);
+  EXPECT_TRUE(eventually([&] { return observer_.saw_detach("hung up", false); }))
+      << observer_.dump();
+
+  // The producer keeps serving: a new consumer attaches and streams.
+  auto c = connect();
+  ASSERT_TRUE(c);
+  expect_caps(*c);
+  ASSERT_EQ(publish(0, 42), 1u);
+  expect_frame(*c, 0, 42);
+}
+
+// ---- producer going away -----------------------------------------------------------------------
+
+TEST_F(ProducerConsumer, DestroyedProducerRetiresHoldsRemovesSocketAndConsumerSeesClosed) {
+  start();
+  make_slots(2);
+  auto c = connect();
+  ASSERT_TRUE(c);
+  expect_caps(*c);
+  ASSERT_EQ(publish(0, 7), 1u);
+  ASSERT_EQ(publish(1, 8), 1u);
+  ReceivedFrame f0 = expect_frame(*c, 0, 7);
+  ReceivedFrame f1 = expect_frame(*c, 1, 8);
+
+  producer_.reset();
+  EXPECT_EQ(holds_->retired, 2);
+  EXPECT_EQ(holds_->destroyed, 2);
+  EXPECT_FALSE(path_exists(path_)) << "the socket file must be removed";
+
+  ConsumerEvent e = next(*c);
+  ASSERT_EQ(e.kind, Kind::kClosed) << describe_event(e);
+  EXPECT_NE(e.error.message.find("producer stopped"), std::string::npos) << e.error.message;
+
+  // Imported memory outlives both the producer and its allocations.
+  slots_.clear();
+  EXPECT_EQ(mismatch(f0.slot->memory->data(), kSlotBytes, 7), -1);
+  EXPECT_EQ(mismatch(f1.slot->memory->data(), kSlotBytes, 8), -1);
+  f0 = ReceivedFrame{};
+  f1 = ReceivedFrame{};
+  EXPECT_EQ(c->stats().releases_lost, 2u);
+}
+
+TEST_F(ProducerConsumer, RestartedProducerHasANewInstanceId) {
+  start();
+  const uint64_t first_id = producer_->instance_id();
+  auto old_consumer = connect();
+  ASSERT_TRUE(old_consumer);
+  EXPECT_EQ(old_consumer->instance_id(), first_id);
+
+  producer_.reset();
+  EXPECT_EQ(next(*old_consumer).kind, Kind::kClosed);
+
+  start();
+  EXPECT_NE(producer_->instance_id(), first_id);
+  auto new_consumer = connect();
+  ASSERT_TRUE(new_consumer);
+  EXPECT_EQ(new_consumer->instance_id(), producer_->instance_id());
+}
+
+TEST_F(ProducerConsumer, ProducerReplacesAStaleSocketLeftByAKilledOne) {
+  // A producer process killed without cleanup leaves its socket file behind.
+  int s = ::socket(AF_UNIX, SOCK_SEQPACKET, 0);
+  ASSERT_GE(s, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path_.c_str(), path_.size() + 1);
+  ASSERT_EQ(::bind(s, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)), 0);
+  ::close(s);
+  ASSERT_TRUE(path_exists(path_));
+
+  start();
+  auto c = connect();
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->instance_id(), producer_->instance_id());
+}
+
+// ---- waiting
+// -------------------------------------------------------------------------------------
+
+TEST_F(ProducerConsumer, WaitForConsumerTimesOutThenSucceedsOnceOneAttaches) {
+  start();
+  EXPECT_FALSE(producer_->wait_for_consumer(50));
+
+  std::unique_ptr<Consumer> c;
+  std::thread t([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    c = connect();
+  });
+  EXPECT_TRUE(producer_->wait_for_consumer(5000));
+  t.join();
+  ASSERT_TRUE(c);
+  EXPECT_TRUE(producer_->wait_for_consumer(0)) << "already attached: no wait";
+}
+
+TEST_F(ProducerConsumer, FlushingEndsWaitForConsumerPromptly) {
+  start();
+  std::thread t([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    producer_->set_flushing(true);
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(producer_->wait_for_consumer(30000));
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  t.join();
+  EXPECT_LT(waited, std::chrono::seconds(10)) << "set_flushing(true) did not end the wait";
+
+  auto c = connect();
+  ASSERT_TRUE(c);
+  EXPECT_FALSE(producer_->wait_for_consumer(0)) << "flushing wins over an attached consumer";
+  producer_->set_flushing(false);
+  EXPECT_TRUE(producer_->wait_for_consumer(5000));
+}
+
+TEST_F(ProducerConsumer, WakerInterruptsNext) {
+  start();
+  make_slots(1);
+  Waker waker;
+  ASSERT_TRUE(waker.valid());
+  auto c = connect(4, MemoryKind::kAny, &waker);
+  ASSERT_TRUE(c);
+  expect_caps(*c);
+
+  ConsumerEvent idle = next(*c, 20);
+  EXPECT_EQ(idle.kind, Kind::kTimeout) << describe_event(idle);
+
+  std::thread t([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    waker.wake();
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  ConsumerEvent e = next(*c, 30000);
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  t.join();
+  EXPECT_EQ(e.kind, Kind::kInterrupted) << describe_event(e);
+  EXPECT_LT(waited, std::chrono::seconds(10));
+
+  // Still interrupted until cleared; then frames flow again.
+  EXPECT_EQ(next(*c, 0).kind, Kind::kInterrupted);
+  waker.clear();
+  EXPECT_FALSE(waker.is_set());
+  ASSERT_EQ(publish(0, 2), 1u);
+  expect_frame(*c, 0, 2);
+}
+
+// ---- hostile or broken clients
+// -------------------------------------------------------------------
+
+TEST_F(ProducerConsumer, ClientThatNeverSaysHelloIsDroppedAfterHelloTimeout) {
+  ProducerConfig cfg = config();
+  cfg.hello_timeout_ms = 200;
+  start(cfg);
+  Channel silent = raw_client(false);
+  ASSERT_TRUE(silent.valid());
+  const ErrorMessage e = expect_error_then_closed(silent);
+  EXPECT_EQ(e.code, static_cast<uint32_t>(ErrorCode::kTimeout)) << e.text;
+  EXPECT_NE(e.text.find("HELLO"), std::string::npos) << e.text;
+  EXPECT_EQ(stats().consumers_rejected, 1u);
+  EXPECT_EQ(stats().consumers, 0u);
+  EXPECT_TRUE(eventually([&] { return observer_.saw_detach("HELLO", true); })) << observer_.dump();
+}
+
+TEST_F(ProducerConsumer, HelloOfAnotherVersionGetsAnErrorNamingBothVersions) {
+  start();
+  auto raw = Channel::connect(path_);
+  ASSERT_TRUE(raw.is_ok()) << raw.error().message;
+  ASSERT_EQ(raw->send(encode(Message{Hello{}}, 2)), IoResult::kOk);
+
+  // The answer is in our version, so that the other side can read it whatever it speaks.
+  const ErrorMessage e = expect_error_then_closed(*raw);
+  EXPECT_EQ(e.code, static_cast<uint32_t>(ErrorCode::kVersionMismatch));
+  EXPECT_NE(e.text.find("version 2"), std::string::npos) << e.text;
+  EXPECT_NE(e.text.find("version 1"), std::string::npos) << e.text;
+  EXPECT_TRUE(eventually([&] { return observer_.saw_detach("version 2", true); }))
+      << observer_.dump();
+  EXPECT_EQ(stats().consumers_rejected, 1u);
+}
+
+TEST_F(ProducerConsumer, DoubleReleaseGetsTheClientDropped) {
+  start();
+  make_slots(1);
+  Channel raw = raw_client(true);
+  ASSERT_TRUE(raw.valid());
+  ASSERT_EQ(publish(0, 1), 1u);
+  Frame got;
+  for (int i = 0; i < 3; ++i) {  // CAPS, SLOT, FRAME
+    Message m;
+    ASSERT_TRUE(receive_message(raw, &m));
+    if (m.type() == MessageType::kFrame) got = std::get<Frame>(m.body);
+  }
+  ASSERT_NE(got.sequence, 0u);
+  Release r;
+  r.generation = got.generation;
+  r.slot = got.slot;
+  r.sequence = got.sequence;
+  ASSERT_EQ(raw.send(Message{r}), IoResult::kOk);
+  ASSERT_TRUE(eventually([&] { return stats().releases == 1; }));
+  EXPECT_EQ(stats().consumers, 1u) << "a correct release is fine";
+
+  ASSERT_EQ(raw.send(Message{r}), IoResult::kOk);
+  const ErrorMessage e = expect_error_then_closed(raw);
+  EXPECT_EQ(e.code, static_cast<uint32_t>(ErrorCode::kProtocol));
+  EXPECT_NE(e.text.find("does not hold"), std::string::npos) << e.text;
+  EXPECT_EQ(stats().releases, 1u);
+}
+
+TEST_F(ProducerConsumer, EmptyPacketGetsTheClientDroppedWithoutHarmingOthers) {
+  start();
+  make_slots(1);
+  auto good = connect();
+  ASSERT_TRUE(good);
+  expect_caps(*good);
+  Channel raw = raw_client(true);
+  ASSERT_TRUE(raw.valid());
+  ASSERT_EQ(raw.send(std::vector<uint8_t>{}), IoResult::kOk);
+  Packet p;
+  IoResult r = IoResult::kOk;
+  for (int i = 0; i < 16 && r == IoResult::kOk; ++i) r = receive_within(raw, p);
+  EXPECT_EQ(r, IoResult::kClosed);
+  ASSERT_TRUE(eventually([&] { return stats().consumers == 1; }));
+  ASSERT_EQ(publish(0, 6), 1u);
+  expect_frame(*good, 0, 6);
+}
+
+// One hostile behaviour per case. In every case the client gets an ERROR and is disconnected, the
+// observer hears of a problem, and an attached well-behaved consumer keeps streaming.
+struct HostileCase {
+  const char* name;
+  bool hello_first;
+  std::function<void(Channel&)> misbehave;
+  const char* error_text;
+};
+
+UniqueFd any_memfd() {
+  UniqueFd fd(::memfd_create("hostile", MFD_CLOEXEC));
+  EXPECT_TRUE(fd.valid());
+  return fd;
+}
+
+ssize_t send_raw(int socket, const std::vector<uint8_t>& bytes, const std::vector<int>& fds) {
+  iovec iov{const_cast<uint8_t*>(bytes.data()), bytes.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  std::vector<char> control(CMSG_SPACE(sizeof(int) * fds.size()) + 1);
+  if (!fds.empty()) {
+    msg.msg_control = control.data();
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  }
+  return ::sendmsg(socket, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+const HostileCase kHostileCases[] = {
+    {"ReleaseOfAFrameItNeverGot", true,
+     [](Channel& c) {
+       Release r;
+       r.generation = 1;
+       r.slot = 0;
+       r.sequence = 12345;
+       ASSERT_EQ(c.send(Message{r}), IoResult::kOk);
+     },
+     "does not hold"},
+    {"FrameBeforeHello", false,
+     [](Channel& c) {
+       Frame f;
+       f.size = 16;
+       ASSERT_EQ(c.send(Message{f}), IoResult::kOk);
+     },
+     "before HELLO"},
+    {"ReleaseBeforeHello", false,
+     [](Channel& c) { ASSERT_EQ(c.send(Message{Release{}}), IoResult::kOk); }, "before HELLO"},
+    {"SecondHello", true, [](Channel& c) { ASSERT_EQ(c.send(Message{Hello{}}), IoResult::kOk); },
+     "HELLO twice"},
+    {"GarbageBeforeHello", false,
+     [](Channel& c) { ASSERT_EQ(c.send(std::vector<uint8_t>(64, 0xab)), IoResult::kOk); }, "magic"},
+    {"GarbageAfterHello", true,
+     [](Channel& c) {
+       std::vector<uint8_t> b = encode(Message{Release{}});
+       b.resize(b.size() - 3);
+       ASSERT_EQ(c.send(b), IoResult::kOk);
+     },
+     "malformed"},
+    {"OutOfRangeSlotIndex", true,
+     [](Channel& c) {
+       Release r;
+       r.slot = kMaxSlots + 5;
+       ASSERT_EQ(c.send(Message{r}), IoResult::kOk);
+     },
+     "out of range"},
+    {"HelloWithADescriptor", false,
+     [](Channel& c) {
+       UniqueFd fd = any_memfd();
+       const int raw = fd.get();
+       ASSERT_EQ(c.send(Message{Hello{}}, &raw, 1), IoResult::kOk);
+     },
+     "file descriptor"},
+    {"ReleaseWithADescriptor", true,
+     [](Channel& c) {
+       UniqueFd fd = any_memfd();
+       const int raw = fd.get();
+       ASSERT_EQ(c.send(Message{Release{}}, &raw, 1), IoResult::kOk);
+     },
+     "file descriptor"},
+    {"TooManyDescriptors", true,
+     [](Channel& c) {
+       std::vector<UniqueFd> owned;
+       std::vector<int> raw;
+       for (size_t i = 0; i < kMaxFdsPerMessage + 2; ++i) {
+         owned.push_back(any_memfd());
+         raw.push_back(owned.back().get());
+       }
+       const std::vector<uint8_t> b = encode(Message{Eos{}});
+       ASSERT_EQ(send_raw(c.fd(), b, raw), static_cast<ssize_t>(b.size()));
+     },
+     "file descriptors"},
+    {"OversizedPacket", true,
+     [](Channel& c) {
+       ASSERT_EQ(c.send(std::vector<uint8_t>(kMaxMessageSize + 100, 0)), IoResult::kOk);
+     },
+     "oversized"},
+    {"FenceForASlotItWasNeverGiven", true,
+     [](Channel& c) {
+       Fence f;
+       f.generation = 1;
+       f.slot = 2;
+       ASSERT_EQ(c.send(Message{f}), IoResult::kOk);
+     },
+     "never given"},
+    {"CapsFromAConsumer", true,
+     [](Channel& c) { ASSERT_EQ(c.send(Message{small_caps()}), IoResult::kOk); },
+     "only a producer"},
+    {"WelcomeFromAConsumer", false,
+     [](Channel& c) { ASSERT_EQ(c.send(Message{host_welcome()}), IoResult::kOk); }, "before HELLO"},
+};
+
+class HostileClient : public ProducerConsumer, public ::testing::WithParamInterface<HostileCase> {};
+
+TEST_P(HostileClient, IsDroppedWhileOtherConsumersKeepStreaming) {
+  start();
+  make_slots(2);
+  auto good = connect();
+  ASSERT_TRUE(good);
+  expect_caps(*good);
+  ASSERT_EQ(publish(0, 1), 1u);
+  ReceivedFrame before = expect_frame(*good, 0, 1);
+
+  Channel hostile = raw_client(GetParam().hello_first);
+  ASSERT_TRUE(hostile.valid());
+  GetParam().misbehave(hostile);
+  if (HasFatalFailure()) return;
+
+  const ErrorMessage e = expect_error_then_closed(hostile);
+  EXPECT_EQ(e.code, static_cast<uint32_t>(ErrorCode::kProtocol)) << e.text;
+  EXPECT_NE(e.text.find(GetParam().error_text), std::string::npos) << e.text;
+  EXPECT_EQ(stats().consumers_rejected, 1u);
+  EXPECT_TRUE(eventually([&] { return observer_.saw_detach(GetParam().error_text, true); }))
+      << observer_.dump();
+
+  // The well-behaved consumer is unaffected.
+  ASSERT_TRUE(eventually([&] { return stats().consumers == 1; }));
+  ASSERT_EQ(publish(1, 2), 1u);
+  expect_frame(*good, 1, 2);
+  before = ReceivedFrame{};
+  EXPECT_TRUE(eventually([&] { return stats().claims_outstanding == 0; }));
+}
+
+INSTANTIATE_TEST_SUITE_P(Behaviours, HostileClient, ::testing::ValuesIn(kHostileCases),
+                         [](const ::testing::TestParamInfo<HostileCase>& info) {
+                           return std::string(info.param.name);
+                         });
+
+// ---- other users (SO_PEERCRED), needs root to switch uid ---------------------------------------
+
+struct ChildResult {
+  int status = -1;  // 0 connected, 10 + ErrorCode refused, 99 could not switch user, -1 crashed
+  std::string message;
+};
+
+// Forks a child that switches to uid/gid 65534 and tries to connect as a consumer.
+ChildResult connect_as_other_user(const std::string& path) {
+  int out[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) return {};
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::alarm(30);
+    ::close(out[0]);
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(99);
+    HostMemoryBackend backend;
+    ConsumerConfig c;
+    c.socket_path = path;
+    auto r = Consumer::connect(c, backend);
+    if (!r.is_ok() && ::write(out[1], r.error().message.data(), r.error().message.size()) < 0)
+      ::_exit(98);
+    ::_exit(r.is_ok() ? 0 : 10 + static_cast<int>(r.error().code));
+  }
+  ::close(out[1]);
+  ChildResult result;
+  char buf[512];
+  ssize_t n;
+  while ((n = ::read(out[0], buf, sizeof(buf))) > 0)
+    result.message.append(buf, static_cast<size_t>(n));
+  ::close(out[0]);
+  int status = 0;
+  if (pid > 0 && ::waitpid(pid, &status, 0) == pid && WIFEXITED(status))
+    result.status = WEXITSTATUS(status);
+  return result;
+}
+
+// KNOWN IPC BUG (fails today): the refused consumer does not learn why. Producer::accept_all
+// (ipc/producer.cpp, the uid check) rejects at accept time and drop() closes the socket at once.
+// Either the consumer's HELLO is still unread in the producer's socket, so Linux hands the consumer
+// ECONNRESET before the queued ERROR and Consumer::connect returns kClosed ("the producer closed
+// the connection during the handshake"), or the close comes first and sending HELLO fails with
+// EPIPE, again kClosed ("the producer closed the connection: ..."). Expected: kPermissionDenied.
+TEST_F(ProducerConsumer, ConsumerOfAnotherUserIsRefusedUnlessAllowed) {
+  if (::getuid() != 0) GTEST_SKIP() << "needs root to act as another user";
+  ASSERT_EQ(::chmod(dir_.path().c_str(), 0755), 0);
+  ProducerConfig cfg = config();
+  cfg.socket_mode = 0666;  // the file lets anyone connect; the credentials check must refuse
+  start(cfg);
+  const ChildResult refused = connect_as_other_user(path_);
+  EXPECT_EQ(refused.status, 10 + static_cast<int>(ErrorCode::kPermissionDenied)) << refused.message;
+  EXPECT_TRUE(eventually([&] { return observer_.saw_detach("uid 65534", true); }))
+      << observer_.dump();
+  EXPECT_EQ(stats().consumers_total, 0u);
+
+  producer_.reset();
+  cfg.allow_other_users = true;
+  start(cfg);
+  const ChildResult allowed = connect_as_other_user(path_);
+  EXPECT_EQ(allowed.status, 0) << allowed.message;
+}
+
+TEST_F(ProducerConsumer, DefaultSocketModeKeepsOtherUsersOut) {
+  if (::getuid() != 0) GTEST_SKIP() << "needs root to act as another user";
+  ASSERT_EQ(::chmod(dir_.path().c_str(), 0755), 0);
+  ProducerConfig cfg = config();
+  cfg.allow_other_users = true;  // only the 0600 file mode stands in the way
+  start(cfg);
+  const ChildResult refused = connect_as_other_user(path_);
+  EXPECT_EQ(refused.status, 10 + static_cast<int>(ErrorCode::kPermissionDenied)) << refused.message;
+  EXPECT_EQ(stats().consumers_total, 0u);
+}
+
+// ---- hostile or broken producers (the consumer side)
+// ---------------------------------------------
+
+TEST_F(ProducerConsumer, WelcomeOfAnotherVersionFailsConnectNamingBothVersions) {
+  FakeProducer fake(path_, [](Channel& c, const Hello&) {
+    ASSERT_EQ(c.send(encode(Message{host_welcome()}, 7)), IoResult::kOk);
+  });
+  ConsumerConfig cfg;
+  cfg.socket_path = path_;
+  auto r = Consumer::connect(cfg, consumer_backend_);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kVersionMismatch);
+  EXPECT_NE(r.error().message.find("version 7"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("version 1"), std::string::npos) << r.error().message;
+}
+
+TEST_F(ProducerConsumer, ConsumerSaysHelloWithItsSettings) {
+  Hello seen;
+  FakeProducer fake(path_, [&](Channel& c, const Hello& h) {
+    seen = h;
+    ASSERT_EQ(c.send(Message{host_welcome()}), IoResult::kOk);
+  });
+  auto c = connect(3, MemoryKind::kHost);
+  ASSERT_TRUE(c);
+  fake.join();
+  EXPECT_EQ(seen.max_in_flight, 3u);
+  EXPECT_EQ(seen.memory_kind, MemoryKind::kHost);
+  EXPECT_EQ(seen.pid, static_cast<uint32_t>(::getpid()));
+  EXPECT_EQ(c->instance_id(), host_welcome().instance_id);
+}
+
+TEST_F(ProducerConsumer, ErrorAnswerToHelloIsReportedWithItsCode) {
+  FakeProducer fake(path_, [](Channel& c, const Hello&) {
+    ErrorMessage e;
+    e.code = static_cast<uint32_t>(ErrorCode::kGpuMismatch);
+    e.text = "different GPUs";
+    ASSERT_EQ(c.send(Message{e}), IoResult::kOk);
+  });
+  ConsumerConfig cfg;
+  cfg.socket_path = path_;
+  auto r = Consumer::connect(cfg, consumer_backend_);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kGpuMismatch);
+  EXPECT_NE(r.error().message.find("different GPUs"), std::string::npos) << r.error().message;
+}
+
+TEST_F(ProducerConsumer, AnswerOtherThanWelcomeFailsConnect) {
+  FakeProducer fake(path_, [](Channel& c, const Hello&) {
+    ASSERT_EQ(c.send(Message{small_caps()}), IoResult::kOk);
+  });
+  ConsumerConfig cfg;
+  cfg.socket_path = path_;
+  auto r = Consumer::connect(cfg, consumer_backend_);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kProtocol);
+}
+
+TEST_F(ProducerConsumer, WelcomeForMemoryTheBackendCannotImportFailsConnect) {
+  FakeProducer fake(path_, [](Channel& c, const Hello&) {
+    Welcome w = host_welcome();
+    w.memory_kind = MemoryKind::kCuda;
+    ASSERT_EQ(c.send(Message{w}), IoResult::kOk);
+  });
+  ConsumerConfig cfg;
+  cfg.socket_path = path_;  // memory kind "any", but the backend only maps host memory
+  auto r = Consumer::connect(cfg, consumer_backend_);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kMemoryKindMismatch);
+}
+
+TEST_F(ProducerConsumer, SilentProducerTimesOutTheHandshake) {
+  FakeProducer fake(path_, [](Channel&, const Hello&) {});
+  ConsumerConfig cfg;
+  cfg.socket_path = path_;
+  cfg.handshake_timeout_ms = 200;
+  auto r = Consumer::connect(cfg, consumer_backend_);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kTimeout);
+}
+
+TEST_F(ProducerConsumer, WakerInterruptsTheHandshake) {
+  FakeProducer fake(path_, [](Channel&, const Hello&) {});
+  Waker waker;
+  waker.wake();
+  ConsumerConfig cfg;
+  cfg.socket_path = path_;
+  cfg.handshake_timeout_ms = 30000;
+  auto r = Consumer::connect(cfg, consumer_backend_, &waker);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kInterrupted);
+}
+
+TEST_F(ProducerConsumer, ProducerHangingUpDuringHandshakeIsClosed) {
+  FakeProducer fake(path_, [](Channel& c, const Hello&) { c.close(); });
+  ConsumerConfig cfg;
+  cfg.socket_path = path_;
+  auto r = Consumer::connect(cfg, consumer_backend_);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kClosed);
+}
+
+// Runs a fake producer that does a correct handshake and CAPS and then `after_caps`; returns the
+// consumer's event after the caps. The consumer's own ERROR to the fake (if any) lands in *reply.
+ConsumerEvent event_after_caps(const std::string& path, HostMemoryBackend& backend,
+                               const std::function<void(Channel&)>& after_caps,
+                               Message* reply = nullptr) {
+  FakeProducer fake(path, [&](Channel& c, const Hello&) {
+    ASSERT_EQ(c.send(Message{host_welcome()}), IoResult::kOk);
+    ASSERT_EQ(c.send(Message{small_caps()}), IoResult::kOk);
+    after_caps(c);
+  });
+  ConsumerConfig cfg;
+  cfg.socket_path = path;
+  auto r = Consumer::connect(cfg, backend);
+  EXPECT_TRUE(r.is_ok()) << r.error().message;
+  if (!r.is_ok()) return {};
+  Consumer& consumer = *r.value();
+  ConsumerEvent caps = consumer.next(5000);
+  EXPECT_EQ(caps.kind, Kind::kCaps) << describe_event(caps);
+  ConsumerEvent e = consumer.next(5000);
+  if (reply && e.kind == Kind::kError) {
+    EXPECT_TRUE(receive_message(fake.channel(), reply));
+  }
+  ConsumerEvent after = consumer.next(0);
+  if (e.kind == Kind::kError) {
+    EXPECT_EQ(after.kind, Kind::kClosed) << "a failed connection must stay failed";
+  }
+  return e;
+}
+
+void send_slot(Channel& c, uint32_t index, uint64_t size, int fd, uint64_t generation = 1) {
+  Slot s;
+  s.generation = generation;
+  s.index = index;
+  s.size = size;
+  ASSERT_EQ(c.send(Message{s}, fd >= 0 ? &fd : nullptr, fd >= 0 ? 1 : 0), IoResult::kOk);
+}
+
+void send_frame(Channel& c, uint32_t slot, uint64_t size, uint64_t generation = 1) {
+  Frame f;
+  f.generation = generation;
+  f.slot = slot;
+  f.sequence = 1;
+  f.size = size;
+  ASSERT_EQ(c.send(Message{f}), IoResult::kOk);
+}
+
+TEST_F(ProducerConsumer, FakeProducerWellBehavedDeliversAFrame) {
+  // The control for the hostile cases below: the same script without the fault works.
+  ConsumerEvent e = event_after_caps(path_, consumer_backend_, [](Channel& c) {
+    UniqueFd fd = sealed_memfd(4096);
+    ASSERT_EQ(::pwrite(fd.get(), "data", 4, 0), 4);
+    send_slot(c, 3, 4096, fd.get());
+    send_frame(c, 3, 4096);
+  });
+  ASSERT_EQ(e.kind, Kind::kFrame) << describe_event(e);
+  EXPECT_EQ(std::memcmp(e.frame.slot->memory->data(), "data", 4), 0);
+}
+
+TEST_F(ProducerConsumer, FrameInASlotNeverSentIsAProtocolError) {
+  Message reply;
+  ConsumerEvent e = event_after_caps(
+      path_, consumer_backend_, [](Channel& c) { send_frame(c, 3, 4096); }, &reply);
+  ASSERT_EQ(e.kind, Kind::kError) << describe_event(e);
+  EXPECT_EQ(e.error.code, ErrorCode::kProtocol);
+  EXPECT_NE(e.error.message.find("never shared"), std::string::npos) << e.error.message;
+  ASSERT_EQ(reply.type(), MessageType::kError) << "the consumer tells the producer why";
+  EXPECT_EQ(std::get<ErrorMessage>(reply.body).code, static_cast<uint32_t>(ErrorCode::kProtocol));
+}
+
+TEST_F(ProducerConsumer, SlotWithoutADescriptorIsAProtocolError) {
+  ConsumerEvent e =
+      event_after_caps(path_, consumer_backend_, [](Channel& c) { send_slot(c, 0, 4096, -1); });
+  ASSERT_EQ(e.kind, Kind::kError) << describe_event(e);
+  EXPECT_EQ(e.error.code, ErrorCode::kProtocol);
+  EXPECT_NE(e.error.message.find("file descriptor"), std::string::npos) << e.error.message;
+}
+
+TEST_F(ProducerConsumer, SlotWhoseMemfdIsSmallerThanAnnouncedIsAProtocolError) {
+  ConsumerEvent e = event_after_caps(path_, consumer_backend_, [](Channel& c) {
+    UniqueFd fd = sealed_memfd(4096);
+    send_slot(c, 0, 8192, fd.get());
+  });
+  ASSERT_EQ(e.kind, Kind::kError) << describe_event(e);
+  EXPECT_EQ(e.error.code, ErrorCode::kProtocol);
+  EXPECT_NE(e.error.message.find("import"), std::string::npos) << e.error.message;
+}
+
+TEST_F(ProducerConsumer, SlotWithAnUnsealedMemfdIsAProtocolError) {
+  ConsumerEvent e = event_after_caps(path_, consumer_backend_, [](Channel& c) {
+    UniqueFd fd(::memfd_create("unsealed", MFD_CLOEXEC));
+    ASSERT_EQ(::ftruncate(fd.get(), 4096), 0);
+    send_slot(c, 0, 4096, fd.get());
+  });
+  ASSERT_EQ(e.kind, Kind::kError) << describe_event(e);
+  EXPECT_EQ(e.error.code, ErrorCode::kProtocol);
+}
+
+TEST_F(ProducerConsumer, SlotOfAnUnannouncedGenerationIsAProtocolError) {
+  ConsumerEvent e = event_after_caps(path_, consumer_backend_, [](Channel& c) {
+    UniqueFd fd = sealed_memfd(4096);
+    send_slot(c, 0, 4096, fd.get(), 2);
+  });
+  ASSERT_EQ(e.kind, Kind::kError) << describe_event(e);
+  EXPECT_EQ(e.error.code, ErrorCode::kProtocol);
+}
+
+TEST_F(ProducerConsumer, SameSlotSentTwiceIsAProtocolError) {
+  ConsumerEvent e = event_after_caps(path_, consumer_backend_, [](Channel& c) {
+    UniqueFd fd = sealed_memfd(4096);
+    send_slot(c, 0, 4096, fd.get());
+    send_slot(c, 0, 4096, fd.get());
+  });
+  ASSERT_EQ(e.kind, Kind::kError) << describe_event(e);
+  EXPECT_EQ(e.error.code, ErrorCode::kProtocol);
+  EXPECT_NE(e.error.message.find("twice"), std::string::npos) << e.error.message;
+}
+
+TEST_F(ProducerConsumer, FrameLargerThanItsSlotIsAProtocolError) {
+  ConsumerEvent e = event_after_caps(path_, consumer_backend_, [](Channel& c) {
+    UniqueFd fd = sealed_memfd(4096);
+    send_slot(c, 0, 4096, fd.get());
+    send_frame(c, 0, 4097);
+  });
+  ASSERT_EQ(e.kind, Kind::kError) << describe_event(e);
+  EXPECT_EQ(e.error.code, ErrorCode::kProtocol);
+}
+
+TEST_F(ProducerConsumer, GarbageFromTheProducerIsAProtocolError) {
+  ConsumerEvent e = event_after_caps(path_, consumer_backend_, [](Channel& c) {
+    ASSERT_EQ(c.send(std::vector<uint8_t>(40, 0x5a)), IoResult::kOk);
+  });
+  ASSERT_EQ(e.kind, Kind::kError) << describe_event(e);
+  EXPECT_EQ(e.error.code, ErrorCode::kProtocol);
+}
+
+TEST_F(ProducerConsumer, ConsumerOnlyMessageFromTheProducerIsAProtocolError) {
+  ConsumerEvent e = event_after_caps(path_, consumer_backend_, [](Channel& c) {
+    ASSERT_EQ(c.send(Message{Hello{}}), IoResult::kOk);
+  });
+  ASSERT_EQ(e.kind, Kind::kError) << describe_event(e);
+  EXPECT_EQ(e.error.code, ErrorCode::kProtocol);
+}
+
+TEST_F(ProducerConsumer, MidStreamVersionChangeIsAVersionMismatch) {
+  ConsumerEvent e = event_after_caps(path_, consumer_backend_, [](Channel& c) {
+    ASSERT_EQ(c.send(encode(Message{Eos{}}, 3)), IoResult::kOk);
+  });
+  ASSERT_EQ(e.kind, Kind::kError) << describe_event(e);
+  EXPECT_EQ(e.error.code, ErrorCode::kVersionMismatch);
+}
+
+TEST_F(ProducerConsumer, ByeWithTimeoutReasonExplainsTheReleaseTimeout) {
+  ConsumerEvent e = event_after_caps(path_, consumer_backend_, [](Channel& c) {
+    ASSERT_EQ(c.send(Message{Bye{Bye::kTimeout}}), IoResult::kOk);
+  });
+  ASSERT_EQ(e.kind, Kind::kClosed) << describe_event(e);
+  EXPECT_NE(e.error.message.find("release-timeout"), std::string::npos) << e.error.message;
+}
+
+}  // namespace
+}  // namespace cipc
