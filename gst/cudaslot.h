@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// CUDA slot memory (DESIGN.md sections 3 and 5) behind the ipc layer's MemoryBackend: VMM
+// allocations exported as file descriptors, a per-slot readiness event recorded by writers and
+// waited on by readers on the GPU, and release fences from consumers that the next writer waits
+// for. The fences live on the memory, not in the pool.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cuda_api.h"
+#include "memory.h"
+#include "slotmemory.h"
+
+namespace cipc_gst {
+
+enum class SyncMode { kGpuEvents, kCpu };
+
+class CudaSlotMemory;
+
+// A piece of device memory with the write/read ordering of DESIGN.md section 5: what the public
+// table (gstcudaipcmemory.h) and CPU mapping operate on.
+class CudaRegion {
+ public:
+  virtual ~CudaRegion() = default;
+  virtual int device() const = 0;
+  virtual cipc_cuda::DevicePtr ptr() const = 0;
+  virtual size_t bytes() const = 0;
+  // Writer: wait for readers' release fences, write, then end_write (records readiness).
+  virtual cipc_cuda::Status begin_write(cipc_cuda::StreamHandle stream) = 0;
+  virtual cipc_cuda::Status end_write(cipc_cuda::StreamHandle stream) = 0;
+  // Reader: wait for the writer's readiness; after the last read, record the release.
+  virtual cipc_cuda::Status wait_ready(cipc_cuda::StreamHandle stream) = 0;
+  virtual cipc_cuda::Status record_release(cipc_cuda::StreamHandle stream) = 0;
+};
+
+// The live CUDA slots of one backend, so a departed consumer can be forgotten in all of them.
+// Shared with the slots, which may outlive the backend.
+struct CudaSlotRegistry {
+  std::mutex mutex;
+  std::set<CudaSlotMemory*> slots;
+  void forget_peer(uint64_t peer);
+};
+
+class CudaSlotMemory final : public cipc::SlotMemory, public CudaRegion {
+ public:
+  ~CudaSlotMemory() override;
+
+  // Producer: an exportable allocation with its readiness event; exported once.
+  static cipc::Result<std::unique_ptr<CudaSlotMemory>> allocate(
+      int device, size_t size, SyncMode sync, std::shared_ptr<CudaSlotRegistry> registry);
+  // Consumer: imports a producer's slot and opens its readiness event (when sent); creates this
+  // process's release event for it.
+  static cipc::Result<std::unique_ptr<CudaSlotMemory>> import(int device, cipc::UniqueFd fd,
+                                                              size_t size,
+                                                              const cipc::EventHandle* readiness,
+                                                              SyncMode sync);
+
+  void* data() const override { return reinterpret_cast<void*>(allocation_.ptr()); }
+  size_t size() const override { return allocation_.size(); }
+  int export_fd() const override { return export_fd_.get(); }
+  cipc::MemoryKind kind() const override { return cipc::MemoryKind::kCuda; }
+  bool event_handle(cipc::EventHandle* out) const override;
+  bool release_event_handle(cipc::EventHandle* out) const override;
+  void add_release_fence(uint64_t peer, const cipc::EventHandle& handle) override;
+  void forget_peer(uint64_t peer) override;
+
+  int device() const override { return allocation_.device(); }
+  cipc_cuda::DevicePtr ptr() const override { return allocation_.ptr(); }
+  size_t bytes() const override { return allocation_.size(); }
+  cipc_cuda::Status begin_write(cipc_cuda::StreamHandle stream) override;
+  cipc_cuda::Status end_write(cipc_cuda::StreamHandle stream) override;
+  cipc_cuda::Status wait_ready(cipc_cuda::StreamHandle stream) override;
+  cipc_cuda::Status record_release(cipc_cuda::StreamHandle stream) override;
+
+ private:
+  CudaSlotMemory() = default;
+
+  std::shared_ptr<CudaSlotRegistry> registry_;  // producer side
+  cipc_cuda::DeviceAllocation allocation_;
+  cipc::UniqueFd export_fd_;
+  SyncMode sync_ = SyncMode::kGpuEvents;
+  cipc_cuda::Event readiness_;      // created (producer) or opened (consumer)
+  cipc::EventHandle readiness_handle_{};
+  cipc_cuda::Event release_;        // consumer: ours, exported in FENCE
+  cipc::EventHandle release_handle_{};
+
+  std::mutex mutex_;  // fences arrive on the producer's I/O thread
+  std::map<uint64_t, cipc_cuda::Event> peer_events_;  // consumers' release events, opened once
+  std::set<uint64_t> pending_;                        // peers whose last release is not waited on
+};
+
+// The MemoryBackend for memory=cuda, on one device. Keeps track of its live slots so that a
+// departed consumer's opened events can be closed in all of them.
+class CudaMemoryBackend final : public cipc::MemoryBackend {
+ public:
+  CudaMemoryBackend(int device, SyncMode sync)
+      : device_(device), sync_(sync), registry_(std::make_shared<CudaSlotRegistry>()) {}
+  cipc::MemoryKind kind() const override { return cipc::MemoryKind::kCuda; }
+  cipc::Result<std::unique_ptr<cipc::SlotMemory>> allocate(size_t size) override;
+  cipc::Result<std::unique_ptr<cipc::SlotMemory>> import(cipc::UniqueFd fd, size_t size,
+                                                         const cipc::EventHandle* event) override;
+  int device() const { return device_; }
+  SyncMode sync_mode() const { return sync_; }
+  // A consumer left: close the release events opened for it in every slot.
+  void forget_peer(uint64_t peer) { registry_->forget_peer(peer); }
+
+ private:
+  int device_;
+  SyncMode sync_;
+  std::shared_ptr<CudaSlotRegistry> registry_;
+};
+
+// Private device copies of frames for cudasrc-ipc io-mode=copy, recycled: a copy returns to the
+// set when the last GstMemory using it is freed. Each carries one event that orders the copy
+// into it, downstream's reads, and the next copy into it - all on the GPU.
+class PrivateCopies : public std::enable_shared_from_this<PrivateCopies> {
+ public:
+  class Copy;
+  static std::shared_ptr<PrivateCopies> create(int device) {
+    return std::shared_ptr<PrivateCopies>(new PrivateCopies(device));
+  }
+  // A copy of at least `size` bytes, from the set or newly allocated.
+  cipc::Result<std::shared_ptr<Copy>> acquire(size_t size);
+  size_t allocated() const { return allocated_; }
+
+ private:
+  explicit PrivateCopies(int device) : device_(device) {}
+  int device_;
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<Copy>> free_;
+  size_t allocated_ = 0;
+};
+
+class PrivateCopies::Copy final : public CudaRegion {
+ public:
+  int device() const override { return device_; }
+  cipc_cuda::DevicePtr ptr() const override { return buffer_.ptr(); }
+  size_t bytes() const override { return buffer_.size(); }
+  cipc_cuda::Status begin_write(cipc_cuda::StreamHandle stream) override { return event_.wait(stream); }
+  cipc_cuda::Status end_write(cipc_cuda::StreamHandle stream) override { return event_.record(stream); }
+  cipc_cuda::Status wait_ready(cipc_cuda::StreamHandle stream) override { return event_.wait(stream); }
+  cipc_cuda::Status record_release(cipc_cuda::StreamHandle stream) override {
+    return event_.record(stream);
+  }
+
+ private:
+  friend class PrivateCopies;
+  int device_ = -1;
+  cipc_cuda::DeviceBuffer buffer_;
+  cipc_cuda::Event event_;
+};
+
+// Fills binding.cuda (the public table) and binding.cpu_access for memory in `region`, which
+// the binding keeps alive (producer_slot, imported_slot or keepalive).
+void bind_cuda_region(GstCipcSlotBinding& binding, CudaRegion& region);
+
+// The CUDA region behind a slot memory, or nullptr.
+CudaRegion* cuda_region_of(GstMemory* mem);
+// The CUDA slot behind a slot memory (producer or imported), or nullptr.
+CudaSlotMemory* cuda_slot_of(GstMemory* mem);
+
+// Chooses the device: `requested` >= 0 must exist; -1 picks device 0. Fills `info`.
+cipc_cuda::Status open_device(int requested, cipc_cuda::DeviceInfo* info);
+
+}  // namespace cipc_gst

@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+#include "enums.h"
+
+#include <gst/gst.h>
+
+namespace {
+
+GType register_enum(const char* name, const GEnumValue* values) {
+  GType type = g_enum_register_static(name, values);
+  gst_type_mark_as_plugin_api(type, static_cast<GstPluginAPIFlags>(0));
+  return type;
+}
+
+}  // namespace
+
+GType gst_cipc_sink_memory_get_type(void) {
+  static GType type = [] {
+    static const GEnumValue values[] = {
+        {GST_CIPC_MEMORY_HOST, "Shared host memory (memfd); works without a GPU", "host"},
+        {GST_CIPC_MEMORY_CUDA, "CUDA device memory (VMM, exported as file descriptors)", "cuda"},
+        {0, nullptr, nullptr}};
+    return register_enum("GstCipcSinkMemory", values);
+  }();
+  return type;
+}
+
+GType gst_cipc_src_memory_get_type(void) {
+  static GType type = [] {
+    static const GEnumValue values[] = {
+        {GST_CIPC_MEMORY_AUTO, "Whatever the producer shares", "auto"},
+        {GST_CIPC_MEMORY_HOST, "Shared host memory only", "host"},
+        {GST_CIPC_MEMORY_CUDA, "CUDA device memory only", "cuda"},
+        {0, nullptr, nullptr}};
+    return register_enum("GstCipcSrcMemory", values);
+  }();
+  return type;
+}
+
+GType gst_cipc_copy_policy_get_type(void) {
+  static GType type = [] {
+    static const GEnumValue values[] = {
+        {GST_CIPC_COPY_IF_NEEDED,
+         "Copy buffers that are not in shareable memory into a slot (counted in stats)",
+         "copy-if-needed"},
+        {GST_CIPC_REQUIRE_ZERO_COPY,
+         "Fail with an error when upstream does not write into the shareable pool",
+         "require-zero-copy"},
+        {0, nullptr, nullptr}};
+    return register_enum("GstCipcCopyPolicy", values);
+  }();
+  return type;
+}
+
+GType gst_cipc_sync_mode_get_type(void) {
+  static GType type = [] {
+    static const GEnumValue values[] = {
+        {GST_CIPC_SYNC_GPU_EVENTS,
+         "Interprocess CUDA events waited on by the GPU: no CPU stalls", "gpu-events"},
+        {GST_CIPC_SYNC_CPU,
+         "Synchronise streams on the CPU (for platforms without interprocess events)", "cpu"},
+        {0, nullptr, nullptr}};
+    return register_enum("GstCipcSyncMode", values);
+  }();
+  return type;
+}
+
+GType gst_cipc_io_mode_get_type(void) {
+  static GType type = [] {
+    static const GEnumValue values[] = {
+        {GST_CIPC_IO_IMPORT,
+         "Output the producer's slot itself; downstream holds it (and the producer's slot) "
+         "until it drops the buffer",
+         "import"},
+        {GST_CIPC_IO_COPY,
+         "Output a private device copy and release the producer's slot at once (for consumers "
+         "that keep frames long)",
+         "copy"},
+        {0, nullptr, nullptr}};
+    return register_enum("GstCipcIoMode", values);
+  }();
+  return type;
+}

@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+#include "framing.h"
+
+#include "waker.h"
+
+namespace cipc_gst {
+
+void describe_planes(GstBuffer* buffer, const GstVideoInfo& info, cipc::Frame& frame) {
+  const GstVideoMeta* meta = gst_buffer_get_video_meta(buffer);
+  const guint n = meta ? meta->n_planes : GST_VIDEO_INFO_N_PLANES(&info);
+  frame.n_planes = MIN(n, cipc::kMaxPlanes);
+  for (guint i = 0; i < frame.n_planes; ++i) {
+    frame.plane_offset[i] = meta ? meta->offset[i] : GST_VIDEO_INFO_PLANE_OFFSET(&info, i);
+    frame.plane_stride[i] = meta ? meta->stride[i] : GST_VIDEO_INFO_PLANE_STRIDE(&info, i);
+  }
+  frame.size = gst_buffer_get_size(buffer);
+}
+
+guint plane_rows(const GstVideoInfo& info, guint plane) {
+  // The first component stored in this plane gives the plane's height.
+  gint comp[GST_VIDEO_MAX_COMPONENTS];
+  gst_video_format_info_component(info.finfo, plane, comp);
+  return GST_VIDEO_FORMAT_INFO_SCALE_HEIGHT(info.finfo, comp[0], GST_VIDEO_INFO_HEIGHT(&info));
+}
+
+bool validate_planes(const cipc::Frame& frame, const GstVideoInfo& info, GstVideoInfo* layout,
+                     std::string* why) {
+  *layout = info;
+  const guint n_planes = GST_VIDEO_INFO_N_PLANES(&info);
+  const GstVideoFormatInfo* finfo = info.finfo;
+  if (frame.n_planes == 0) {
+    // No layout sent: the default one for the caps must fit.
+    if (frame.size < GST_VIDEO_INFO_SIZE(&info)) {
+      *why = "frame of " + std::to_string(frame.size) + " bytes is smaller than the caps need (" +
+             std::to_string(GST_VIDEO_INFO_SIZE(&info)) + ")";
+      return false;
+    }
+    return true;
+  }
+  if (frame.n_planes != n_planes) {
+    *why = "frame has " + std::to_string(frame.n_planes) + " planes, caps have " +
+           std::to_string(n_planes);
+    return false;
+  }
+  const bool tiled = GST_VIDEO_FORMAT_INFO_IS_TILED(finfo);
+  for (guint p = 0; p < n_planes; ++p) {
+    const uint64_t offset = frame.plane_offset[p];
+    const gint stride = frame.plane_stride[p];
+    if (tiled) {
+      if (offset != GST_VIDEO_INFO_PLANE_OFFSET(&info, p) ||
+          stride != GST_VIDEO_INFO_PLANE_STRIDE(&info, p)) {
+        *why = "tiled formats must use the default layout";
+        return false;
+      }
+      continue;
+    }
+    const guint rows = plane_rows(info, p);
+    const gint min_stride = GST_VIDEO_INFO_PLANE_STRIDE(&info, p);
+    if (stride < min_stride) {
+      *why = "plane " + std::to_string(p) + " stride " + std::to_string(stride) +
+             " is smaller than a row (" + std::to_string(min_stride) + ")";
+      return false;
+    }
+    const uint64_t end = offset + uint64_t(stride) * rows;
+    if (end > frame.size) {
+      *why = "plane " + std::to_string(p) + " ends at byte " + std::to_string(end) +
+             ", past the " + std::to_string(frame.size) + "-byte frame";
+      return false;
+    }
+    layout->offset[p] = offset;
+    layout->stride[p] = stride;
+  }
+  layout->size = frame.size;
+  return true;
+}
+
+gint64 monotonic_offset(GstClock* clock) {
+  if (clock == nullptr) return 0;
+  if (GST_IS_SYSTEM_CLOCK(clock)) {
+    GstClockType type = GST_CLOCK_TYPE_REALTIME;
+    g_object_get(clock, "clock-type", &type, nullptr);
+    // GstSystemClock reads CLOCK_MONOTONIC itself: no conversion, no jitter.
+    if (type == GST_CLOCK_TYPE_MONOTONIC) return 0;
+  }
+  return static_cast<gint64>(cipc::monotonic_ns()) - static_cast<gint64>(gst_clock_get_time(clock));
+}
+
+uint64_t running_time_to_monotonic(GstClockTime running_time, GstClockTime base_time,
+                                   gint64 offset) {
+  if (!GST_CLOCK_TIME_IS_VALID(running_time)) return cipc::kNoTimestamp;
+  return static_cast<uint64_t>(static_cast<gint64>(running_time + base_time) + offset);
+}
+
+GstClockTime monotonic_to_running_time(uint64_t monotonic, GstClockTime base_time, gint64 offset) {
+  if (monotonic == cipc::kNoTimestamp) return GST_CLOCK_TIME_NONE;
+  const gint64 running =
+      static_cast<gint64>(monotonic) - offset - static_cast<gint64>(base_time);
+  return running < 0 ? 0 : static_cast<GstClockTime>(running);
+}
+
+}  // namespace cipc_gst

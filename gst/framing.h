@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// Pure helpers between GStreamer buffers and the wire's FRAME message: plane layout in both
+// directions (with the consumer-side bounds check), and running time <-> CLOCK_MONOTONIC.
+#pragma once
+
+#include <gst/gst.h>
+#include <gst/video/video.h>
+
+#include <string>
+
+#include "protocol.h"
+
+namespace cipc_gst {
+
+// Writes the buffer's plane offsets and strides (from its GstVideoMeta, else from `info`) and
+// the payload size into `frame`.
+void describe_planes(GstBuffer* buffer, const GstVideoInfo& info, cipc::Frame& frame);
+
+// Rows in `plane` of a frame of `info` (chroma planes may have fewer).
+guint plane_rows(const GstVideoInfo& info, guint plane);
+
+// Consumer side: checks that the producer's layout keeps every plane of `info` inside
+// `frame.size` bytes (never trusting the peer). On success fills `layout` with the offsets and
+// strides to put into the output buffer's GstVideoMeta.
+bool validate_planes(const cipc::Frame& frame, const GstVideoInfo& info, GstVideoInfo* layout,
+                     std::string* why);
+
+// CLOCK_MONOTONIC minus the clock's time, in ns: 0 for a monotonic GstSystemClock (the default
+// pipeline clock), measured otherwise. With no clock, 0.
+gint64 monotonic_offset(GstClock* clock);
+
+// Running time -> CLOCK_MONOTONIC ns (kNoTimestamp for GST_CLOCK_TIME_NONE).
+uint64_t running_time_to_monotonic(GstClockTime running_time, GstClockTime base_time,
+                                   gint64 offset);
+// CLOCK_MONOTONIC ns -> running time (GST_CLOCK_TIME_NONE for kNoTimestamp; times before the
+// pipeline started clamp to 0).
+GstClockTime monotonic_to_running_time(uint64_t monotonic, GstClockTime base_time, gint64 offset);
+
+}  // namespace cipc_gst

@@ -1,0 +1,24 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// The cudaipc plugin. It registers its elements whether or not a GPU or CUDA driver is present:
+// gst-inspect-1.0 works everywhere, and an element that needs the GPU fails in start() with a
+// clear error instead.
+#include <gst/gst.h>
+
+#include "gstcudasinkipc.h"
+#include "gstcudasrcipc.h"
+#include "slotmemory.h"
+
+#ifndef PACKAGE
+#define PACKAGE "gst-cudaipc"
+#endif
+
+static gboolean plugin_init(GstPlugin* plugin) {
+  gst_cipc_slot_allocator_get();  // registers the slot allocator by name
+  gboolean ok = GST_ELEMENT_REGISTER(cudasink_ipc, plugin);
+  ok &= GST_ELEMENT_REGISTER(cudasrc_ipc, plugin);
+  return ok;
+}
+
+GST_PLUGIN_DEFINE(GST_VERSION_MAJOR, GST_VERSION_MINOR, cudaipc,
+                  "Zero-copy video between processes on one GPU, and GPU debayering",
+                  plugin_init, CIPC_VERSION, "LGPL", "gst-cudaipc", CIPC_ORIGIN)

@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// GstMemory for slot memory, on both sides of the socket. On the producer it wraps a slot that
+// the pool allocated (exportable); on the consumer it wraps an imported slot and owns the frame's
+// claim, so the producer gets RELEASE exactly when the last GstMemory referring to it is freed.
+#pragma once
+
+#include <gst/gst.h>
+
+#include <memory>
+
+#include "consumer.h"
+#include "cudaipc/gstcudaipcmemory.h"
+#include "memory.h"
+
+#define GST_CIPC_SLOT_MEMORY_TYPE "CudaIpcSlotMemory"
+
+namespace cipc_gst {
+class CudaRegion;
+}
+
+// How the CPU reaches a slot that is not host memory (CUDA): through a staging copy.
+class GstCipcCpuAccess {
+ public:
+  virtual ~GstCipcCpuAccess() = default;
+  // Returns a host pointer to the slot's bytes (downloaded first if `flags` has READ).
+  virtual uint8_t* map(GstMapFlags flags) = 0;
+  // `wrote`: upload the staging copy back (and mark the slot written).
+  virtual void unmap(bool wrote) = 0;
+};
+
+// What a slot memory refers to. Shared (not copied) by gst_memory_share() children.
+struct GstCipcSlotBinding {
+  std::shared_ptr<cipc::SlotMemory> producer_slot;        // producer side
+  std::shared_ptr<const cipc::ImportedSlot> imported_slot;  // consumer side
+  std::shared_ptr<cipc::FrameClaim> claim;                // consumer side
+  uint64_t generation = 0;
+  uint32_t index = 0;
+  uint8_t* data = nullptr;  // CPU address of the slot's first byte (host memory)
+  // CUDA slots: the public description (gstcudaipcmemory.h) and the CPU fallback.
+  bool has_cuda = false;
+  GstCudaIpcMemoryInfo cuda{};
+  cipc_gst::CudaRegion* region = nullptr;  // kept alive by the slot fields or keepalive
+  std::unique_ptr<GstCipcCpuAccess> cpu_access;
+  std::shared_ptr<void> keepalive;  // anything else the memory must keep alive
+};
+
+// Layout shared with GstCudaIpcMemory in the public header: `cuda` follows the GstMemory.
+struct GstCipcSlotMemory {
+  GstMemory parent;
+  const GstCudaIpcMemoryInfo* cuda;
+  std::shared_ptr<GstCipcSlotBinding>* binding;
+};
+
+// The process-wide allocator (registered under GST_CIPC_SLOT_MEMORY_TYPE by the plugin).
+GstAllocator* gst_cipc_slot_allocator_get();
+
+// Producer: wraps an exportable slot; the memory is writable.
+GstMemory* gst_cipc_slot_memory_new_producer(std::shared_ptr<cipc::SlotMemory> slot,
+                                             uint64_t generation, uint32_t index, gsize size);
+// Consumer: wraps `size` bytes of an imported slot, read-only, owning the frame's claim.
+GstMemory* gst_cipc_slot_memory_new_imported(std::shared_ptr<const cipc::ImportedSlot> slot,
+                                             std::shared_ptr<cipc::FrameClaim> claim, gsize size);
+
+// Any binding (e.g. a CUDA one built by cudaslot.cpp); READONLY when `readonly`.
+GstMemory* gst_cipc_slot_memory_new(std::shared_ptr<GstCipcSlotBinding> binding, gsize maxsize,
+                                    gsize size, bool readonly);
+
+gboolean gst_is_cipc_slot_memory(GstMemory* mem);
+// The binding of a slot memory, or nullptr for any other memory.
+const GstCipcSlotBinding* gst_cipc_slot_memory_binding(GstMemory* mem);

@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+#include "slotpool.h"
+
+#include <atomic>
+
+#include "protocol.h"
+#include "slotmemory.h"
+
+GST_DEBUG_CATEGORY_STATIC(gst_cipc_slot_pool_debug);
+#define GST_CAT_DEFAULT gst_cipc_slot_pool_debug
+
+struct _GstCipcSlotPool {
+  GstBufferPool parent;
+  std::shared_ptr<cipc::MemoryBackend>* backend;
+  uint64_t generation;
+  std::atomic<guint> next_index;
+  GstVideoInfo info;
+  gboolean configured;
+};
+
+G_DEFINE_TYPE_WITH_CODE(GstCipcSlotPool, gst_cipc_slot_pool, GST_TYPE_BUFFER_POOL,
+                        GST_DEBUG_CATEGORY_INIT(gst_cipc_slot_pool_debug, "cudaipc-slotpool", 0,
+                                                "cudaipc exportable slot pool"))
+
+static const gchar** slot_pool_get_options(GstBufferPool*) {
+  static const gchar* options[] = {GST_BUFFER_POOL_OPTION_VIDEO_META, nullptr};
+  return options;
+}
+
+static gboolean slot_pool_set_config(GstBufferPool* pool, GstStructure* config) {
+  auto* self = GST_CIPC_SLOT_POOL(pool);
+  GstCaps* caps = nullptr;
+  guint size, min, max;
+  if (!gst_buffer_pool_config_get_params(config, &caps, &size, &min, &max) || caps == nullptr) {
+    GST_WARNING_OBJECT(pool, "configuration without caps");
+    return FALSE;
+  }
+  GstVideoInfo info;
+  if (!gst_video_info_from_caps(&info, caps)) {
+    GST_WARNING_OBJECT(pool, "caps %" GST_PTR_FORMAT " are not raw video", caps);
+    return FALSE;
+  }
+  // A slot must hold the whole frame as we lay it out, whatever size upstream asked for.
+  const guint requested_size = size;
+  size = MAX(size, static_cast<guint>(GST_VIDEO_INFO_SIZE(&info)));
+  if (size > cipc::kMaxSlotSize) {
+    GST_WARNING_OBJECT(pool, "frame of %u bytes exceeds the slot size limit", size);
+    return FALSE;
+  }
+  GST_OBJECT_LOCK(pool);
+  self->info = info;
+  self->configured = TRUE;
+  GST_OBJECT_UNLOCK(pool);
+  const gboolean resized = size != requested_size;
+  gst_buffer_pool_config_set_params(config, caps, size, min, max);
+  const gboolean ok = GST_BUFFER_POOL_CLASS(gst_cipc_slot_pool_parent_class)->set_config(pool, config);
+  // Per the GstBufferPool contract, a changed configuration is applied and reported as FALSE
+  // so the caller can re-read and validate it.
+  return ok && !resized;
+}
+
+static GstFlowReturn slot_pool_alloc_buffer(GstBufferPool* pool, GstBuffer** out,
+                                            GstBufferPoolAcquireParams*) {
+  auto* self = GST_CIPC_SLOT_POOL(pool);
+  GstStructure* config = gst_buffer_pool_get_config(pool);
+  guint size = 0;
+  gst_buffer_pool_config_get_params(config, nullptr, &size, nullptr, nullptr);
+  gst_structure_free(config);
+
+  const guint index = self->next_index.fetch_add(1);
+  if (index >= cipc::kMaxSlots) {
+    GST_ERROR_OBJECT(pool, "slot limit of %u reached in generation %" G_GUINT64_FORMAT,
+                     cipc::kMaxSlots, self->generation);
+    return GST_FLOW_ERROR;
+  }
+  auto slot = (*self->backend)->allocate(size);
+  if (!slot) {
+    GST_ERROR_OBJECT(pool, "could not allocate a %u-byte slot: %s", size,
+                     slot.error().message.c_str());
+    return GST_FLOW_ERROR;
+  }
+  std::shared_ptr<cipc::SlotMemory> memory(std::move(slot.value()));
+  GstBuffer* buffer = gst_buffer_new();
+  gst_buffer_append_memory(buffer,
+                           gst_cipc_slot_memory_new_producer(std::move(memory), self->generation,
+                                                             index, size));
+  GstVideoInfo* info = &self->info;
+  gst_buffer_add_video_meta_full(buffer, GST_VIDEO_FRAME_FLAG_NONE, GST_VIDEO_INFO_FORMAT(info),
+                                 GST_VIDEO_INFO_WIDTH(info), GST_VIDEO_INFO_HEIGHT(info),
+                                 GST_VIDEO_INFO_N_PLANES(info), info->offset, info->stride);
+  GST_DEBUG_OBJECT(pool, "allocated slot %u of generation %" G_GUINT64_FORMAT " (%u bytes)",
+                   index, self->generation, size);
+  *out = buffer;
+  return GST_FLOW_OK;
+}
+
+static void slot_pool_finalize(GObject* object) {
+  auto* self = GST_CIPC_SLOT_POOL(object);
+  delete self->backend;
+  G_OBJECT_CLASS(gst_cipc_slot_pool_parent_class)->finalize(object);
+}
+
+static void gst_cipc_slot_pool_class_init(GstCipcSlotPoolClass* klass) {
+  auto* object_class = G_OBJECT_CLASS(klass);
+  auto* pool_class = GST_BUFFER_POOL_CLASS(klass);
+  object_class->finalize = slot_pool_finalize;
+  pool_class->get_options = slot_pool_get_options;
+  pool_class->set_config = slot_pool_set_config;
+  pool_class->alloc_buffer = slot_pool_alloc_buffer;
+}
+
+static void gst_cipc_slot_pool_init(GstCipcSlotPool* self) {
+  self->backend = nullptr;
+  self->generation = 0;
+  new (&self->next_index) std::atomic<guint>(0);
+  self->configured = FALSE;
+}
+
+GstBufferPool* gst_cipc_slot_pool_new(std::shared_ptr<cipc::MemoryBackend> backend,
+                                      uint64_t generation) {
+  auto* self = GST_CIPC_SLOT_POOL(g_object_new(GST_TYPE_CIPC_SLOT_POOL, nullptr));
+  gst_object_ref_sink(self);
+  self->backend = new std::shared_ptr<cipc::MemoryBackend>(std::move(backend));
+  self->generation = generation;
+  return GST_BUFFER_POOL_CAST(self);
+}
+
+uint64_t gst_cipc_slot_pool_generation(GstCipcSlotPool* pool) { return pool->generation; }
+
+guint gst_cipc_slot_pool_slots_allocated(GstCipcSlotPool* pool) {
+  return MIN(pool->next_index.load(), cipc::kMaxSlots);
+}
+
+gboolean gst_cipc_slot_pool_video_info(GstCipcSlotPool* pool, GstVideoInfo* info) {
+  GST_OBJECT_LOCK(pool);
+  const gboolean ok = pool->configured;
+  if (ok) *info = pool->info;
+  GST_OBJECT_UNLOCK(pool);
+  return ok;
+}

@@ -1,0 +1,929 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// End-to-end tests across real processes: producers and consumers are separate
+// cudaipc-e2e-peer processes (peer.cpp) running cudasink-ipc / cudasrc-ipc from the built
+// plugin in host-memory mode, or raw protocol peers. This binary starts them, reads their
+// line-oriented stdout (see peer.cpp for the vocabulary) and checks DESIGN.md sections 3, 4, 6
+// and 7 from the outside: bit-exact frames with their timestamps and layout, several consumers,
+// killed and stuck peers, stale and live sockets, protocol version mismatches.
+//
+// Environment: CUDAIPC_PEER (the peer binary) and GST_PLUGIN_PATH (the plugin's build folder)
+// are set by meson; without them both are found relative to this executable. Each test gets its
+// own temporary folder for sockets, records and a GStreamer registry.
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+extern char** environ;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+// Generous: these bound waits for things that normally take milliseconds, on a loaded machine.
+constexpr auto kStartTimeout = seconds(20);
+constexpr auto kEventTimeout = seconds(15);
+constexpr auto kExitTimeout = seconds(20);
+
+std::string dirname_of(const std::string& path) {
+  return std::filesystem::path(path).parent_path().string();
+}
+
+std::string self_dir() {
+  std::error_code ec;
+  return dirname_of(std::filesystem::read_symlink("/proc/self/exe", ec).string());
+}
+
+bool is_socket(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+bool exists(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+// The value of `field=(guint64)N` in a serialized GstStructure line.
+std::optional<uint64_t> stat_of(const std::string& line, const std::string& field) {
+  const std::string key = " " + field + "=(guint64)";
+  const size_t at = line.find(key);
+  if (at == std::string::npos) return std::nullopt;
+  return std::strtoull(line.c_str() + at + key.size(), nullptr, 10);
+}
+
+uint64_t stat_or_max(const std::string& line, const std::string& field) {
+  return stat_of(line, field).value_or(UINT64_MAX);
+}
+
+// ---------------------------------------------------------------------------------------------
+// A child process with its stdout and stderr captured line by line (timestamped) by a reader
+// thread. Killed (SIGKILL) and reaped when destroyed, so no test leaves a process behind; the
+// child also gets SIGKILL if this test binary dies (PR_SET_PDEATHSIG).
+
+class Process {
+ public:
+  struct Line {
+    Clock::time_point at;
+    std::string text;
+  };
+
+  Process(std::string name, const std::vector<std::string>& argv,
+          const std::map<std::string, std::string>& env_overrides)
+      : name_(std::move(name)) {
+    for (const auto& a : argv) command_ += (command_.empty() ? "" : " ") + a;
+    // Everything execve() needs is built before fork(): the child only calls async-signal-safe
+    // functions.
+    std::vector<std::string> env_strings;
+    for (char** e = environ; *e; ++e) {
+      const std::string entry = *e;
+      const std::string key = entry.substr(0, entry.find('='));
+      if (!env_overrides.count(key)) env_strings.push_back(entry);
+    }
+    for (const auto& kv : env_overrides) env_strings.push_back(kv.first + "=" + kv.second);
+    std::vector<char*> c_argv, c_env;
+    for (const auto& a : argv) c_argv.push_back(const_cast<char*>(a.c_str()));
+    c_argv.push_back(nullptr);
+    for (const auto& e : env_strings) c_env.push_back(const_cast<char*>(e.c_str()));
+    c_env.push_back(nullptr);
+
+    int out[2], err[2];
+    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
+      start_error_ = std::string("pipe2: ") + strerror(errno);
+      return;
+    }
+    const pid_t parent = ::getpid();
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(127);
+      const int devnull = ::open("/dev/null", O_RDONLY);
+      if (devnull >= 0) ::dup2(devnull, 0);
+      ::dup2(out[1], 1);
+      ::dup2(err[1], 2);
+      ::execve(c_argv[0], c_argv.data(), c_env.data());
+      ::_exit(127);
+    }
+    ::close(out[1]);
+    ::close(err[1]);
+    if (pid_ < 0) {
+      start_error_ = std::string("fork: ") + strerror(errno);
+      ::close(out[0]);
+      ::close(err[0]);
+      return;
+    }
+    reader_ = std::thread([this, o = out[0], e = err[0]] { read_loop(o, e); });
+  }
+
+  ~Process() {
+    if (pid_ > 0 && !reaped_) {
+      ::kill(pid_, SIGKILL);
+      wait_exit(seconds(10));
+    }
+    if (reader_.joinable()) reader_.join();
+  }
+
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+
+  bool started() const { return pid_ > 0 && start_error_.empty(); }
+  const std::string& start_error() const { return start_error_; }
+  pid_t pid() const { return pid_; }
+  const std::string& name() const { return name_; }
+
+  void signal(int sig) {
+    if (pid_ > 0 && !reaped_) ::kill(pid_, sig);
+  }
+
+  // Exit code, or 128 + signal number; nullopt if it is still running after `timeout`.
+  std::optional<int> wait_exit(Clock::duration timeout) {
+    if (reaped_) return status_;
+    const auto deadline = Clock::now() + timeout;
+    for (;;) {
+      int status = 0;
+      const pid_t r = ::waitpid(pid_, &status, WNOHANG);
+      if (r == pid_) {
+        reaped_ = true;
+        status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        // Let the reader take in everything the process wrote before it exited.
+        std::unique_lock<std::mutex> lock(mutex_);
+        cv_.wait_for(lock, seconds(5), [this] { return out_closed_; });
+        return status_;
+      }
+      if (r < 0 && errno != EINTR) return std::nullopt;
+      if (Clock::now() >= deadline) return std::nullopt;
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+  }
+
+  // Waits until `pred` holds for the stdout lines so far. False on timeout, or as soon as the
+  // process has closed its stdout (exited) without `pred` holding.
+  bool wait_for(const std::function<bool(const std::vector<Line>&)>& pred,
+                Clock::duration timeout) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const auto deadline = Clock::now() + timeout;
+    for (;;) {
+      if (pred(out_)) return true;
+      if (out_closed_) return false;
+      if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) return pred(out_);
+    }
+  }
+
+  // Waits for the first stdout line starting with `prefix`.
+  std::optional<Line> wait_line(const std::string& prefix, Clock::duration timeout) {
+    std::optional<Line> found;
+    wait_for(
+        [&](const std::vector<Line>& lines) {
+          for (const auto& l : lines)
+            if (starts_with(l.text, prefix)) {
+              found = l;
+              return true;
+            }
+          return false;
+        },
+        timeout);
+    return found;
+  }
+
+  // Waits for the first line starting with `prefix` that comes after line number `from`.
+  std::optional<Line> wait_line_after(size_t from, const std::string& prefix,
+                                      const std::function<bool(const std::string&)>& accept,
+                                      Clock::duration timeout) {
+    std::optional<Line> found;
+    wait_for(
+        [&](const std::vector<Line>& lines) {
+          for (size_t i = from; i < lines.size(); ++i)
+            if (starts_with(lines[i].text, prefix) && accept(lines[i].text)) {
+              found = lines[i];
+              return true;
+            }
+          return false;
+        },
+        timeout);
+    return found;
+  }
+
+  // Number of frames a consumer has reported ("FRAME k ..." lines).
+  size_t frames() const { return count("FRAME "); }
+
+  bool wait_frames(size_t n, Clock::duration timeout) {
+    return wait_for([&](const std::vector<Line>&) { return count_locked("FRAME ") >= n; }, timeout);
+  }
+
+  size_t count(const std::string& prefix) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return count_locked(prefix);
+  }
+
+  size_t line_count() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return out_.size();
+  }
+
+  std::optional<std::string> first(const std::string& prefix) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& l : out_)
+      if (starts_with(l.text, prefix)) return l.text;
+    return std::nullopt;
+  }
+
+  std::optional<std::string> last(const std::string& prefix) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto it = out_.rbegin(); it != out_.rend(); ++it)
+      if (starts_with(it->text, prefix)) return it->text;
+    return std::nullopt;
+  }
+
+  std::vector<std::string> lines_with(const std::string& prefix) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<std::string> v;
+    for (const auto& l : out_)
+      if (starts_with(l.text, prefix)) v.push_back(l.text);
+    return v;
+  }
+
+  std::string stderr_text() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return err_;
+  }
+
+  // Everything it said, for failure messages (FRAME lines abridged).
+  std::string transcript() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::ostringstream s;
+    s << "---- " << name_ << " (pid " << pid_ << "): " << command_ << "\n";
+    size_t frames = 0, ticks = 0, total_ticks = 0;
+    for (const auto& l : out_) total_ticks += starts_with(l.text, "STATS-TICK") ? 1 : 0;
+    for (const auto& l : out_) {
+      if (starts_with(l.text, "FRAME ") && ++frames > 3) continue;
+      if (starts_with(l.text, "STATS-TICK") && ++ticks + 3 <= total_ticks) continue;
+      s << "  " << l.text.substr(0, 400) << "\n";
+    }
+    if (frames > 3) s << "  (" << frames << " FRAME lines in all)\n";
+    if (total_ticks > 3) s << "  (" << total_ticks << " STATS-TICK lines in all, last 3 shown)\n";
+    if (!err_.empty()) {
+      const std::string tail = err_.size() > 3000 ? err_.substr(err_.size() - 3000) : err_;
+      s << "  stderr:\n" << tail << "\n";
+    }
+    return s.str();
+  }
+
+ private:
+  size_t count_locked(const std::string& prefix) const {
+    size_t n = 0;
+    for (const auto& l : out_) n += starts_with(l.text, prefix) ? 1 : 0;
+    return n;
+  }
+
+  void read_loop(int out_fd, int err_fd) {
+    std::string partial;
+    pollfd fds[2] = {{out_fd, POLLIN, 0}, {err_fd, POLLIN, 0}};
+    int open_count = 2;
+    char buf[8192];
+    while (open_count > 0) {
+      if (::poll(fds, 2, -1) < 0) {
+        if (errno == EINTR) continue;
+        break;
+      }
+      for (int i = 0; i < 2; ++i) {
+        if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+        const ssize_t n = ::read(fds[i].fd, buf, sizeof(buf));
+        if (n < 0 && errno == EINTR) continue;
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (n <= 0) {
+          ::close(fds[i].fd);
+          fds[i].fd = -1;
+          --open_count;
+          if (i == 0) {
+            if (!partial.empty()) out_.push_back({Clock::now(), partial});
+            out_closed_ = true;
+          }
+        } else if (i == 0) {
+          partial.append(buf, size_t(n));
+          size_t nl;
+          while ((nl = partial.find('\n')) != std::string::npos) {
+            out_.push_back({Clock::now(), partial.substr(0, nl)});
+            partial.erase(0, nl + 1);
+          }
+        } else {
+          err_.append(buf, size_t(n));
+        }
+        cv_.notify_all();
+      }
+    }
+    for (auto& p : fds)
+      if (p.fd >= 0) ::close(p.fd);
+    std::lock_guard<std::mutex> lock(mutex_);
+    out_closed_ = true;
+    cv_.notify_all();
+  }
+
+  std::string name_;
+  std::string command_;
+  std::string start_error_;
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  int status_ = -1;
+  std::thread reader_;
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::vector<Line> out_;
+  std::string err_;
+  bool out_closed_ = false;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Records: `index pts duration offset crc` per frame (peer.cpp --record).
+
+struct Record {
+  uint64_t index = 0;
+  std::optional<uint64_t> pts, duration, offset;
+  std::string crc;
+};
+
+std::optional<uint64_t> parse_time(const std::string& field) {
+  if (field == "none") return std::nullopt;
+  return std::strtoull(field.c_str(), nullptr, 10);
+}
+
+std::vector<Record> read_records(const std::string& path) {
+  std::vector<Record> records;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream s(line);
+    std::string index, pts, duration, offset, crc;
+    if (!(s >> index >> pts >> duration >> offset >> crc)) continue;
+    Record r;
+    r.index = std::strtoull(index.c_str(), nullptr, 10);
+    r.pts = parse_time(pts);
+    r.duration = parse_time(duration);
+    r.offset = parse_time(offset);
+    r.crc = crc;
+    records.push_back(r);
+  }
+  return records;
+}
+
+std::string show(const std::optional<uint64_t>& v) {
+  return v ? std::to_string(*v) : std::string("none");
+}
+
+// The consumer got exactly the producer's frames: same count, order, pixels (visible bytes),
+// offsets and durations, and the same PTS differences (absolute PTS differ: each side has its
+// own base time; the monotonic clock in between must not distort intervals).
+void expect_same_frames(const std::vector<Record>& produced, const std::vector<Record>& received,
+                        size_t expected, const std::string& who, bool check_pts = true) {
+  ASSERT_EQ(produced.size(), expected) << "producer records";
+  ASSERT_EQ(received.size(), expected) << who << " records";
+  size_t mismatches = 0;
+  for (size_t i = 0; i < expected && mismatches < 5; ++i) {
+    const Record& p = produced[i];
+    const Record& r = received[i];
+    const bool pts_ok = !check_pts || (p.pts && r.pts && produced[0].pts && received[0].pts &&
+                                       *p.pts - *produced[0].pts == *r.pts - *received[0].pts);
+    if (r.index != i || p.crc != r.crc || p.offset != r.offset || p.duration != r.duration ||
+        !pts_ok) {
+      ++mismatches;
+      ADD_FAILURE() << who << " frame " << i << " differs: produced pts " << show(p.pts)
+                    << " duration " << show(p.duration) << " offset " << show(p.offset) << " crc "
+                    << p.crc << "; received index " << r.index << " pts " << show(r.pts)
+                    << " duration " << show(r.duration) << " offset " << show(r.offset) << " crc "
+                    << r.crc << " (first pts: produced " << show(produced[0].pts) << ", received "
+                    << show(received[0].pts) << ")";
+    }
+  }
+  // The producer's own frames really differ from each other (snow), so equal checksums mean
+  // something.
+  size_t distinct = 0;
+  for (size_t i = 1; i < produced.size(); ++i) distinct += produced[i].crc != produced[i - 1].crc;
+  EXPECT_GE(distinct + 1, expected * 9 / 10) << "test pattern frames should differ";
+}
+
+// ---------------------------------------------------------------------------------------------
+
+class TwoProcess : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* peer = getenv("CUDAIPC_PEER");
+    peer_ = peer && *peer ? peer : self_dir() + "/cudaipc-e2e-peer";
+    ASSERT_EQ(::access(peer_.c_str(), X_OK), 0)
+        << "peer binary not found at " << peer_ << " (set CUDAIPC_PEER)";
+    const char* plugins = getenv("GST_PLUGIN_PATH");
+    plugin_path_ = plugins && *plugins ? plugins : self_dir() + "/../../gst";
+    char dir[] = "/tmp/cudaipc-e2e-XXXXXX";
+    ASSERT_NE(::mkdtemp(dir), nullptr) << strerror(errno);
+    dir_ = dir;
+  }
+
+  void TearDown() override {
+    // No peer may trip a GLib/GStreamer assertion (g_critical, g_warning) on the way.
+    for (const auto& p : processes_) {
+      const std::string err = p->stderr_text();
+      EXPECT_FALSE(contains(err, "CRITICAL **") || contains(err, "WARNING **"))
+          << p->name() << " logged a GLib critical or warning";
+    }
+    if (HasFailure()) {
+      for (const auto& p : processes_) std::cerr << p->transcript();
+    }
+    processes_.clear();  // kills whatever still runs
+    std::error_code ec;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
+  }
+
+  std::string path(const std::string& name) const { return dir_ + "/" + name; }
+
+  Process& spawn(const std::string& name, const std::string& mode,
+                 const std::vector<std::string>& args) {
+    std::vector<std::string> argv{peer_, mode};
+    argv.insert(argv.end(), args.begin(), args.end());
+    processes_.push_back(std::make_unique<Process>(
+        name, argv,
+        std::map<std::string, std::string>{{"GST_REGISTRY", path("registry.bin")},
+                                           {"GST_PLUGIN_PATH", plugin_path_}}));
+    Process& p = *processes_.back();
+    EXPECT_TRUE(p.started()) << name << ": " << p.start_error();
+    return p;
+  }
+
+  // A producer; waits until it is PLAYING unless told otherwise.
+  Process& producer(const std::string& name, const std::vector<std::string>& args,
+                    bool wait_ready = true) {
+    Process& p = spawn(name, "produce", args);
+    if (wait_ready) {
+      EXPECT_TRUE(p.wait_line("READY", kStartTimeout)) << name << " did not start";
+    }
+    return p;
+  }
+
+  Process& consumer(const std::string& name, const std::vector<std::string>& args) {
+    return spawn(name, "consume", args);
+  }
+
+  // Stops a producer the clean way (SIGINT: EOS to consumers, then stop) and returns its final
+  // STATS line.
+  std::string stop_producer(Process& p) {
+    p.signal(SIGINT);
+    const auto code = p.wait_exit(kExitTimeout);
+    EXPECT_EQ(code, std::optional<int>(0)) << p.name() << " did not stop cleanly";
+    auto stats = p.last("STATS ");
+    EXPECT_TRUE(stats) << p.name() << " printed no final STATS";
+    return stats.value_or("");
+  }
+
+  // Runs one producer and one consumer over `frames` unpaced frames in lockstep and checks
+  // them frame by frame. Returns the consumer's LAYOUT line.
+  std::string run_bit_exact(const std::string& format, int width, int height, size_t frames,
+                            const std::vector<std::string>& extra_producer_args = {}) {
+    const std::string sock = path("bitexact.sock");
+    std::vector<std::string> pargs{"--socket",
+                                   sock,
+                                   "--frames",
+                                   std::to_string(frames),
+                                   "--fps",
+                                   "0",
+                                   "--format",
+                                   format,
+                                   "--width",
+                                   std::to_string(width),
+                                   "--height",
+                                   std::to_string(height),
+                                   "--pattern",
+                                   "snow",
+                                   "--min-consumers",
+                                   "1",
+                                   "--lockstep",
+                                   "--record",
+                                   path("produced.txt"),
+                                   "--timeout-s",
+                                   "60"};
+    pargs.insert(pargs.end(), extra_producer_args.begin(), extra_producer_args.end());
+    Process& prod = producer("producer", pargs, /*wait_ready=*/false);
+    EXPECT_TRUE(prod.wait_line("LISTENING", kStartTimeout));
+    Process& cons = consumer("consumer", {"--socket", sock, "--frames", std::to_string(frames),
+                                          "--record", path("received.txt"), "--timeout-s", "60"});
+    EXPECT_EQ(cons.wait_exit(seconds(60)), std::optional<int>(0));
+    EXPECT_TRUE(cons.last("DONE"));
+    EXPECT_EQ(prod.wait_exit(kExitTimeout), std::optional<int>(0));
+    const std::string pstats = prod.last("STATS ").value_or("");
+    EXPECT_EQ(stat_of(pstats, "frames-rendered"), frames) << pstats;
+    EXPECT_EQ(stat_of(pstats, "frames-sent"), frames) << pstats;
+    EXPECT_EQ(stat_of(pstats, "frames-dropped"), 0u) << pstats;
+    EXPECT_EQ(stat_of(pstats, "copies"), 0u)
+        << "upstream wrote straight into the slots: " << pstats;
+    const std::string cstats = cons.last("STATS ").value_or("");
+    EXPECT_EQ(stat_of(cstats, "frames-received"), frames) << cstats;
+    EXPECT_EQ(stat_of(cstats, "frames-skipped"), 0u) << cstats;
+    EXPECT_EQ(cons.count("CHANGED"), 0u);
+    expect_same_frames(read_records(path("produced.txt")), read_records(path("received.txt")),
+                       frames, "consumer");
+    EXPECT_FALSE(exists(sock)) << "socket file left after the producer's clean stop";
+    return cons.last("LAYOUT").value_or("");
+  }
+
+  std::string peer_;
+  std::string plugin_path_;
+  std::string dir_;
+  std::vector<std::unique_ptr<Process>> processes_;
+};
+
+// 300 frames of snow (every frame differs) at full speed reach the other process bit-exact, in
+// order, with their offsets, durations and PTS intervals.
+TEST_F(TwoProcess, UnpacedI420FramesArriveBitExactInOrderWithTimestamps) {
+  const std::string layout = run_bit_exact("I420", 320, 240, 300);
+  EXPECT_EQ(layout, "LAYOUT offsets 0,76800,96000 strides 320,160,160");
+}
+
+// Rows with padding (RGB at an odd width: 963 visible bytes in a 964-byte stride) survive.
+TEST_F(TwoProcess, PaddedRgbOddSizeArrivesBitExact) {
+  const std::string layout = run_bit_exact("RGB", 321, 241, 100);
+  EXPECT_EQ(layout, "LAYOUT offsets 0 strides 964");
+}
+
+// Two planes with padded strides (NV12 322x242: 322 visible bytes per 324-byte row).
+TEST_F(TwoProcess, PaddedNv12ArrivesBitExact) {
+  const std::string layout = run_bit_exact("NV12", 322, 242, 100);
+  EXPECT_EQ(layout, "LAYOUT offsets 0,78408 strides 324,324");
+}
+
+// A non-default layout travels with each frame: the producer stores V before U (and says so in
+// its GstVideoMeta); the consumer sees the same picture only by using the offsets it was sent.
+TEST_F(TwoProcess, PlaneOffsetsTravelWithEachFrame) {
+  const std::string layout = run_bit_exact("I420", 320, 240, 100, {"--swap-uv"});
+  EXPECT_EQ(layout, "LAYOUT offsets 0,96000,76800 strides 320,160,160");
+  EXPECT_EQ(processes_.front()->last("SWAPPED"), std::optional<std::string>("SWAPPED 100"));
+}
+
+// Two consumers attached before the first frame both get all 100 frames, bit-exact.
+TEST_F(TwoProcess, TwoConsumersReceiveTheSameFramesBitExact) {
+  const std::string sock = path("two.sock");
+  constexpr size_t kFrames = 100;
+  Process& prod = producer(
+      "producer",
+      {"--socket", sock, "--frames", std::to_string(kFrames), "--fps", "0", "--min-consumers", "2",
+       "--lockstep", "--record", path("produced.txt"), "--timeout-s", "60"},
+      false);
+  ASSERT_TRUE(prod.wait_line("LISTENING", kStartTimeout));
+  Process& a = consumer("consumer-a", {"--socket", sock, "--frames", std::to_string(kFrames),
+                                       "--record", path("a.txt"), "--timeout-s", "60"});
+  Process& b = consumer("consumer-b", {"--socket", sock, "--frames", std::to_string(kFrames),
+                                       "--record", path("b.txt"), "--timeout-s", "60"});
+  EXPECT_TRUE(prod.wait_line("CONSUMERS 2", kStartTimeout));
+  EXPECT_EQ(a.wait_exit(seconds(60)), std::optional<int>(0));
+  EXPECT_EQ(b.wait_exit(seconds(60)), std::optional<int>(0));
+  EXPECT_EQ(prod.wait_exit(kExitTimeout), std::optional<int>(0));
+  const std::string pstats = prod.last("STATS ").value_or("");
+  EXPECT_EQ(stat_of(pstats, "frames-sent"), 2 * kFrames) << pstats;
+  EXPECT_EQ(stat_of(pstats, "frames-dropped"), 0u) << pstats;
+  EXPECT_EQ(stat_of(pstats, "consumers-total"), 2u) << pstats;
+  const auto produced = read_records(path("produced.txt"));
+  expect_same_frames(produced, read_records(path("a.txt")), kFrames, "consumer-a");
+  expect_same_frames(produced, read_records(path("b.txt")), kFrames, "consumer-b");
+}
+
+// wait-for-consumer: the sink holds the stream back (blocking upstream) until a consumer is
+// attached instead of discarding frames, so a late consumer still gets the very first frame.
+TEST_F(TwoProcess, WaitForConsumerHoldsFramesUntilOneAttaches) {
+  const std::string sock = path("wait.sock");
+  constexpr size_t kFrames = 50;
+  Process& prod =
+      producer("producer", {"--socket", sock, "--frames", std::to_string(kFrames), "--fps", "0",
+                            "--wait-for-consumer", "--lockstep", "--record", path("produced.txt"),
+                            "--stats-every-ms", "100", "--timeout-s", "60"});
+  // Streaming (PLAYING) with nobody attached: nothing may be rendered and thrown away.
+  const auto idle = prod.wait_line_after(
+      prod.line_count(), "STATS-TICK", [](const std::string&) { return true; }, kEventTimeout);
+  ASSERT_TRUE(idle);
+  std::this_thread::sleep_for(milliseconds(300));
+  const auto still = prod.last("STATS-TICK");
+  ASSERT_TRUE(still);
+  EXPECT_EQ(stat_of(*still, "frames-rendered"), 0u) << *still;
+  Process& cons = consumer("consumer", {"--socket", sock, "--frames", std::to_string(kFrames),
+                                        "--record", path("received.txt"), "--timeout-s", "60"});
+  EXPECT_EQ(cons.wait_exit(seconds(60)), std::optional<int>(0));
+  EXPECT_EQ(prod.wait_exit(kExitTimeout), std::optional<int>(0));
+  const std::string pstats = prod.last("STATS ").value_or("");
+  EXPECT_EQ(stat_of(pstats, "frames-rendered"), kFrames) << pstats;
+  EXPECT_EQ(stat_of(pstats, "frames-dropped"), 0u) << pstats;
+  // PTS are not compared here: this unpaced producer's timestamps (running time since its own
+  // start) lie before the late consumer's start, where cudasrc-ipc clamps them to 0.
+  expect_same_frames(read_records(path("produced.txt")), read_records(path("received.txt")),
+                     kFrames, "consumer", /*check_pts=*/false);
+}
+
+// DESIGN 6, consumer killed: the producer sees the hang-up, takes that consumer's claims back at
+// once (release-timeout is a minute here, so only the hang-up can explain it), keeps streaming,
+// and serves the next consumer; nothing stays claimed.
+TEST_F(TwoProcess, KilledConsumerIsReclaimedAndProducerKeepsStreaming) {
+  const std::string sock = path("killc.sock");
+  Process& prod = producer("producer", {"--socket", sock, "--fps", "30", "--release-timeout",
+                                        "60000", "--stats-every-ms", "100"});
+  Process& a = consumer("consumer-a", {"--socket", sock, "--hold-ms", "200"});
+  ASSERT_TRUE(a.wait_frames(30, kEventTimeout)) << a.transcript();
+  // It holds frames right now (each for 200 ms): the producer counts them as claimed.
+  ASSERT_TRUE(prod.wait_for(
+      [&](const std::vector<Process::Line>& lines) {
+        for (auto it = lines.rbegin(); it != lines.rend(); ++it)
+          if (starts_with(it->text, "STATS-TICK"))
+            return stat_or_max(it->text, "consumers") == 1 &&
+                   stat_or_max(it->text, "claims-outstanding") >= 1;
+        return false;
+      },
+      kEventTimeout));
+  a.signal(SIGKILL);
+  EXPECT_EQ(a.wait_exit(kExitTimeout), std::optional<int>(128 + SIGKILL));
+  const size_t after_kill = prod.line_count();
+  const auto reclaimed = prod.wait_line_after(
+      after_kill, "STATS-TICK",
+      [](const std::string& l) {
+        return stat_or_max(l, "consumers") == 0 && stat_or_max(l, "claims-outstanding") == 0;
+      },
+      seconds(5));
+  ASSERT_TRUE(reclaimed) << "claims of the killed consumer were not reclaimed";
+  const uint64_t rendered_then = stat_or_max(reclaimed->text, "frames-rendered");
+  EXPECT_EQ(stat_of(reclaimed->text, "consumers-timed-out"), 0u) << reclaimed->text;
+
+  Process& b = consumer("consumer-b", {"--socket", sock, "--frames", "30"});
+  EXPECT_EQ(b.wait_exit(kEventTimeout), std::optional<int>(0));
+  EXPECT_GE(b.frames(), 30u);
+  const auto idle = prod.wait_line_after(
+      prod.line_count(), "STATS-TICK",
+      [](const std::string& l) {
+        return stat_or_max(l, "consumers") == 0 && stat_or_max(l, "consumers-total") == 2;
+      },
+      kEventTimeout);
+  ASSERT_TRUE(idle);
+  EXPECT_EQ(stat_of(idle->text, "claims-outstanding"), 0u) << idle->text;
+  EXPECT_GT(stat_or_max(idle->text, "frames-rendered"), rendered_then) << "producer stalled";
+  const std::string final_stats = stop_producer(prod);
+  EXPECT_EQ(stat_of(final_stats, "claims-outstanding"), 0u) << final_stats;
+  EXPECT_EQ(stat_of(final_stats, "consumers"), 0u) << final_stats;
+  EXPECT_EQ(stat_of(final_stats, "consumers-total"), 2u) << final_stats;
+}
+
+// DESIGN 6, producer killed, no reconnect: the consumer posts a warning and ends with EOS within
+// seconds; frames it still held stay readable and unchanged after the producer is gone.
+TEST_F(TwoProcess, KilledProducerEndsConsumerWithEos) {
+  const std::string sock = path("killp.sock");
+  Process& prod = producer("producer", {"--socket", sock, "--fps", "30"});
+  Process& cons = consumer("consumer", {"--socket", sock, "--hold-ms", "300"});
+  ASSERT_TRUE(cons.wait_frames(10, kEventTimeout));
+  prod.signal(SIGKILL);
+  const auto killed_at = Clock::now();
+  EXPECT_EQ(prod.wait_exit(kExitTimeout), std::optional<int>(128 + SIGKILL));
+  const auto eos = cons.wait_line("EOS", seconds(5));
+  ASSERT_TRUE(eos) << "consumer did not end with EOS";
+  EXPECT_LT(std::chrono::duration_cast<milliseconds>(eos->at - killed_at).count(), 5000);
+  EXPECT_EQ(cons.wait_exit(kExitTimeout), std::optional<int>(0));
+  const auto warning = cons.last("WARNING");
+  ASSERT_TRUE(warning);
+  EXPECT_TRUE(contains(*warning, "went away")) << *warning;
+  EXPECT_TRUE(contains(*warning, sock)) << *warning;
+  EXPECT_EQ(cons.count("ERROR"), 0u);
+  EXPECT_EQ(cons.count("CHANGED"), 0u) << "held frames changed after the producer died";
+}
+
+// DESIGN 6, producer restarts: with reconnect=true the consumer survives the producer's death,
+// attaches to a new producer on the same path (which replaces the stale socket file), follows
+// its new format and keeps counting frames.
+TEST_F(TwoProcess, ReconnectingConsumerFollowsRestartedProducer) {
+  const std::string sock = path("restart.sock");
+  Process& first = producer("producer-1", {"--socket", sock, "--fps", "30"});
+  Process& cons = consumer("consumer", {"--socket", sock, "--reconnect", "--reconnect-interval",
+                                        "50", "--timeout-s", "60"});
+  ASSERT_TRUE(cons.wait_frames(15, kEventTimeout));
+  first.signal(SIGKILL);
+  EXPECT_EQ(first.wait_exit(kExitTimeout), std::optional<int>(128 + SIGKILL));
+  ASSERT_TRUE(cons.wait_line("WARNING", kEventTimeout)) << "consumer did not notice";
+  EXPECT_TRUE(is_socket(sock)) << "a SIGKILLed producer leaves its socket file";
+  const size_t before = cons.frames();
+
+  Process& second = producer(
+      "producer-2", {"--socket", sock, "--fps", "30", "--width", "160", "--height", "120"});
+  ASSERT_TRUE(cons.wait_frames(before + 30, kEventTimeout)) << "no frames after the restart";
+  EXPECT_TRUE(cons.last("FRAME ").value_or("").find("160x120") != std::string::npos)
+      << "consumer did not follow the new format";
+  EXPECT_EQ(cons.count("EOS"), 0u);
+  cons.signal(SIGINT);
+  EXPECT_EQ(cons.wait_exit(kExitTimeout), std::optional<int>(0));
+  const std::string cstats = cons.last("STATS ").value_or("");
+  EXPECT_EQ(stat_of(cstats, "connects"), 2u) << cstats;
+  EXPECT_EQ(stat_of(cstats, "caps-changes"), 2u) << cstats;
+  EXPECT_GE(stat_of(cstats, "frames-received").value_or(0), before + 30) << cstats;
+  stop_producer(second);
+}
+
+// DESIGN 6, stale socket file: a new producer replaces the file a SIGKILLed one left; a second
+// producer on a path that a live producer serves is refused with an error naming the path, and
+// does not disturb the live one.
+TEST_F(TwoProcess, StaleSocketIsReplacedLiveOneIsRefused) {
+  const std::string sock = path("stale.sock");
+  Process& dead = producer("producer-dead", {"--socket", sock, "--fps", "30"});
+  dead.signal(SIGKILL);
+  EXPECT_EQ(dead.wait_exit(kExitTimeout), std::optional<int>(128 + SIGKILL));
+  ASSERT_TRUE(is_socket(sock)) << "expected the dead producer's socket file to stay";
+
+  Process& live = producer("producer-live", {"--socket", sock, "--fps", "30"});
+  Process& c1 = consumer("consumer-1", {"--socket", sock, "--frames", "10"});
+  EXPECT_EQ(c1.wait_exit(kEventTimeout), std::optional<int>(0)) << "stale socket not replaced";
+
+  Process& intruder = producer("producer-intruder", {"--socket", sock, "--fps", "30"}, false);
+  EXPECT_EQ(intruder.wait_exit(kExitTimeout), std::optional<int>(2));
+  // Its first error is the element's own (GstBaseSink adds a generic one after it).
+  const auto error = intruder.first("ERROR");
+  ASSERT_TRUE(error) << "the refused producer printed no error";
+  EXPECT_TRUE(contains(*error, "Another producer")) << *error;
+  EXPECT_TRUE(contains(*error, sock)) << *error;
+  EXPECT_EQ(intruder.count("READY"), 0u);
+
+  // The live producer still owns the path: a new consumer attaches and gets frames.
+  EXPECT_TRUE(is_socket(sock));
+  Process& c2 = consumer("consumer-2", {"--socket", sock, "--frames", "10"});
+  EXPECT_EQ(c2.wait_exit(kEventTimeout), std::optional<int>(0)) << "live producer disturbed";
+  stop_producer(live);
+  EXPECT_FALSE(exists(sock));
+}
+
+// DESIGN 4 and 6, version mismatch seen by the producer: a consumer speaking protocol 99 is told
+// which versions differ, the producer reports it too, and a normal consumer keeps streaming.
+TEST_F(TwoProcess, ProducerRefusesOtherProtocolVersionAndKeepsStreaming) {
+  const std::string sock = path("version.sock");
+  Process& prod = producer("producer", {"--socket", sock, "--fps", "30"});
+  Process& cons = consumer("consumer", {"--socket", sock, "--timeout-s", "60"});
+  ASSERT_TRUE(cons.wait_frames(5, kEventTimeout));
+
+  Process& raw = spawn("raw-hello-99", "raw-hello", {"--socket", sock, "--version", "99"});
+  EXPECT_EQ(raw.wait_exit(kExitTimeout), std::optional<int>(0));
+  const auto answer = raw.last("ERROR");
+  ASSERT_TRUE(answer) << "no ERROR answer to a version-99 HELLO";
+  EXPECT_TRUE(contains(*answer, "version 99")) << *answer;
+  EXPECT_TRUE(contains(*answer, "version 1")) << *answer;
+  const auto warned = prod.wait_line_after(
+      0, "WARNING", [](const std::string& l) { return contains(l, "version 99"); }, kEventTimeout);
+  EXPECT_TRUE(warned) << "the producer did not report the version mismatch";
+  if (warned) {
+    EXPECT_TRUE(contains(warned->text, "version 1")) << warned->text;
+  }
+
+  // Same raw client at our version: welcomed (the refusal above was about the version only).
+  Process& ok = spawn("raw-hello-1", "raw-hello", {"--socket", sock, "--version", "1"});
+  EXPECT_EQ(ok.wait_exit(kExitTimeout), std::optional<int>(0));
+  EXPECT_TRUE(ok.last("WELCOME version 1")) << ok.transcript();
+
+  const size_t frames = cons.frames();
+  EXPECT_TRUE(cons.wait_frames(frames + 15, kEventTimeout)) << "streaming stopped";
+  EXPECT_EQ(cons.count("ERROR"), 0u);
+  EXPECT_EQ(cons.count("EOS"), 0u);
+  cons.signal(SIGINT);
+  EXPECT_EQ(cons.wait_exit(kExitTimeout), std::optional<int>(0));
+  const std::string stats = stop_producer(prod);
+  EXPECT_EQ(stat_of(stats, "consumers-rejected"), 1u) << stats;
+}
+
+// Version mismatch seen by the consumer: a real cudasrc-ipc attached to a producer that answers
+// in protocol 7 fails with an element error naming both versions.
+TEST_F(TwoProcess, ConsumerRefusesProducerOfOtherProtocolVersion) {
+  const std::string sock = path("fake.sock");
+  Process& fake = spawn("fake-producer-7", "fake-producer", {"--socket", sock, "--version", "7"});
+  ASSERT_TRUE(fake.wait_line("LISTENING", kStartTimeout));
+  Process& cons = consumer("consumer", {"--socket", sock, "--timeout-s", "30"});
+  EXPECT_EQ(cons.wait_exit(kExitTimeout), std::optional<int>(2));
+  const auto error = cons.first("ERROR");
+  ASSERT_TRUE(error) << "no element error";
+  EXPECT_TRUE(contains(*error, "version 7")) << *error;
+  EXPECT_TRUE(contains(*error, "version 1")) << *error;
+  EXPECT_TRUE(contains(*error, sock)) << *error;
+  EXPECT_EQ(cons.frames(), 0u);
+  EXPECT_TRUE(fake.last("GOT HELLO version 1")) << fake.transcript();
+}
+
+// DESIGN 4 ("a version mismatch gets a clear error on both sides") and 6 ("clear element error
+// on both sides naming what differs"): when the consumer is the side that finds the mismatch,
+// it tells the producer why it leaves (an ERROR message, whose header also carries the
+// consumer's version) instead of just hanging up.
+TEST_F(TwoProcess, ConsumerTellsProducerOfOtherVersionWhyItLeaves) {
+  const std::string sock = path("fake.sock");
+  Process& fake = spawn("fake-producer-7", "fake-producer", {"--socket", sock, "--version", "7"});
+  ASSERT_TRUE(fake.wait_line("LISTENING", kStartTimeout));
+  Process& cons = consumer("consumer", {"--socket", sock, "--timeout-s", "30"});
+  EXPECT_EQ(cons.wait_exit(kExitTimeout), std::optional<int>(2));
+  EXPECT_EQ(fake.wait_exit(kExitTimeout), std::optional<int>(0));
+  const auto told = fake.last("PEER ERROR");
+  EXPECT_TRUE(told) << "the consumer hung up without telling the producer why:\n"
+                    << fake.transcript();
+  if (told) {
+    EXPECT_TRUE(contains(*told, "version 7")) << *told;
+  }
+}
+
+// The socket file goes away when the producer stops cleanly, whether the stream ended by itself
+// (EOS after --frames) or by SIGINT; an attached consumer sees EOS.
+TEST_F(TwoProcess, SocketFileRemovedAfterCleanStop) {
+  const std::string by_eos = path("eos.sock");
+  Process& finite =
+      producer("producer-eos", {"--socket", by_eos, "--frames", "20", "--fps", "0"}, false);
+  EXPECT_EQ(finite.wait_exit(kExitTimeout), std::optional<int>(0));
+  EXPECT_TRUE(finite.last("EOS"));
+  EXPECT_FALSE(exists(by_eos)) << "socket left after EOS";
+
+  const std::string by_signal = path("sigint.sock");
+  Process& prod = producer("producer-sigint", {"--socket", by_signal, "--fps", "30"});
+  EXPECT_TRUE(is_socket(by_signal));
+  Process& cons = consumer("consumer", {"--socket", by_signal});
+  ASSERT_TRUE(cons.wait_frames(5, kEventTimeout));
+  stop_producer(prod);
+  EXPECT_FALSE(exists(by_signal)) << "socket left after SIGINT";
+  EXPECT_TRUE(cons.wait_line("EOS", kEventTimeout)) << "consumer did not see the producer's EOS";
+  EXPECT_EQ(cons.wait_exit(kExitTimeout), std::optional<int>(0));
+  EXPECT_EQ(cons.count("ERROR"), 0u);
+}
+
+// DESIGN 6, consumer stuck: a consumer that holds its frames gets no more than max-in-flight of
+// them, is disconnected once it has held one for release-timeout (500 ms here; it would hold
+// them for 4 s), sees that as the end of its stream, and the frames it still holds are never
+// overwritten (their slots are retired). The producer keeps streaming and counts the time-out.
+TEST_F(TwoProcess, StuckConsumerIsDisconnectedAfterReleaseTimeout) {
+  const std::string sock = path("stuck.sock");
+  Process& prod = producer("producer", {"--socket", sock, "--fps", "30", "--release-timeout", "500",
+                                        "--max-in-flight", "4", "--stats-every-ms", "100"});
+  Process& cons =
+      consumer("consumer", {"--socket", sock, "--hold-ms", "4000", "--timeout-s", "30"});
+  const auto first = cons.wait_line("FRAME 1 ", kEventTimeout);
+  ASSERT_TRUE(first);
+  const auto gone = cons.wait_line("WARNING", kEventTimeout);
+  ASSERT_TRUE(gone) << "the stuck consumer was never disconnected";
+  EXPECT_TRUE(contains(gone->text, "release-timeout")) << gone->text;
+  // 500 ms plus generous slack, and well before the consumer lets go of anything by itself.
+  const auto waited_ms = std::chrono::duration_cast<milliseconds>(gone->at - first->at).count();
+  EXPECT_LT(waited_ms, 2500)
+      << "disconnected only after " << waited_ms
+      << " ms: release-timeout=500 was not enforced while the consumer stayed silent";
+  EXPECT_TRUE(cons.wait_line("EOS", kEventTimeout));
+  EXPECT_EQ(cons.wait_exit(kExitTimeout), std::optional<int>(0));
+  EXPECT_LE(cons.frames(), 4u) << "got more frames than max-in-flight while holding them";
+  EXPECT_EQ(cons.count("CHANGED"), 0u) << "a held frame was overwritten";
+
+  const auto producer_warning = prod.wait_line_after(
+      0, "WARNING", [](const std::string& l) { return contains(l, "release-timeout"); },
+      kEventTimeout);
+  EXPECT_TRUE(producer_warning) << "the producer did not report the time-out";
+  const auto timed_out = prod.wait_line_after(
+      0, "STATS-TICK",
+      [](const std::string& l) { return stat_of(l, "consumers-timed-out").value_or(0) >= 1; },
+      kEventTimeout);
+  ASSERT_TRUE(timed_out);
+  const uint64_t rendered = stat_or_max(timed_out->text, "frames-rendered");
+  EXPECT_TRUE(prod.wait_line_after(
+      0, "STATS-TICK",
+      [&](const std::string& l) {
+        const uint64_t r = stat_or_max(l, "frames-rendered");
+        return r != UINT64_MAX && r >= rendered + 15;
+      },
+      kEventTimeout))
+      << "the producer stopped streaming";
+  // The retired slots were replaced: the next consumer is served normally.
+  Process& next = consumer("consumer-next", {"--socket", sock, "--frames", "10"});
+  EXPECT_EQ(next.wait_exit(kEventTimeout), std::optional<int>(0));
+  EXPECT_EQ(next.count("CHANGED"), 0u);
+  const std::string stats = stop_producer(prod);
+  EXPECT_GE(stat_of(stats, "consumers-timed-out").value_or(0), 1u) << stats;
+  EXPECT_EQ(stat_of(stats, "claims-outstanding"), 0u) << stats;
+}
+
+}  // namespace

@@ -1,0 +1,511 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// cudasink-ipc and cudasrc-ipc as GStreamer sees them, in one process: registration and
+// properties, the allocation query, counted copies, claims that live as long as downstream
+// holds a buffer, and the clear errors for bad settings and socket paths. The plugin is loaded
+// from the build tree (GST_PLUGIN_PATH); cross-process behaviour is in tests/e2e.
+#include <gst/check/gstharness.h>
+#include <gst/gst.h>
+#include <gst/video/video.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+constexpr const char* kCaps = "video/x-raw,format=RGBA,width=64,height=48,framerate=30/1";
+
+class Elements : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { gst_init(nullptr, nullptr); }
+
+  void SetUp() override {
+    char tmpl[] = "/tmp/cudaipc-elements-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    socket_ = dir_ + "/s.sock";
+  }
+  void TearDown() override {
+    ::unlink(socket_.c_str());
+    ::rmdir(dir_.c_str());
+  }
+
+  GstHarness* make_sink(const std::string& extra = "") {
+    // Configure before the harness starts it: the socket is opened at start.
+    GstElement* e = gst_element_factory_make("cudasink-ipc", nullptr);
+    set_properties(e, "sync=false async=false memory=host socket-path=" + socket_ + " " + extra);
+    static GstStaticPadTemplate src = GST_STATIC_PAD_TEMPLATE("src", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS_ANY);
+    GstHarness* h = gst_harness_new_empty();
+    gst_harness_add_element_full(h, e, &src, "sink", nullptr, nullptr);
+    gst_object_unref(e);
+    bus_ = gst_bus_new();
+    gst_element_set_bus(h->element, bus_);
+    return h;
+  }
+
+  // "name=value name=value" as gst-launch would apply them.
+  static void set_properties(GstElement* e, const std::string& props) {
+    gchar** parts = g_strsplit(props.c_str(), " ", -1);
+    for (gchar** p = parts; *p; ++p) {
+      gchar** kv = g_strsplit(*p, "=", 2);
+      if (kv[0] && kv[1]) gst_util_set_object_arg(G_OBJECT(e), kv[0], kv[1]);
+      g_strfreev(kv);
+    }
+    g_strfreev(parts);
+  }
+
+  // Messages of `type` the element posted so far.
+  std::vector<GstMessage*> messages(GstMessageType type) {
+    std::vector<GstMessage*> out;
+    while (GstMessage* m = gst_bus_pop_filtered(bus_, type)) out.push_back(m);
+    return out;
+  }
+
+  static std::string error_text(GstMessage* m) {
+    GError* err = nullptr;
+    gchar* debug = nullptr;
+    if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_ERROR)
+      gst_message_parse_error(m, &err, &debug);
+    else
+      gst_message_parse_warning(m, &err, &debug);
+    std::string text = err ? err->message : "";
+    g_clear_error(&err);
+    g_free(debug);
+    return text;
+  }
+
+  static guint64 stat(GstElement* e, const char* field) {
+    GstStructure* s = nullptr;
+    g_object_get(e, "stats", &s, nullptr);
+    guint64 v = G_MAXUINT64;
+    EXPECT_TRUE(s && gst_structure_get_uint64(s, field, &v)) << field;
+    if (s) gst_structure_free(s);
+    return v;
+  }
+
+  void TearDownBus() {
+    if (bus_) gst_object_unref(bus_);
+    bus_ = nullptr;
+  }
+
+  std::string dir_;
+  std::string socket_;
+  GstBus* bus_ = nullptr;
+};
+
+// Waits (up to 5 s) until `pred` holds.
+template <typename Pred>
+bool eventually(Pred pred) {
+  for (int i = 0; i < 500; ++i) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return pred();
+}
+
+TEST_F(Elements, RegisteredWithOwnTypeNamesAndCompleteProperties) {
+  for (const char* name : {"cudasink-ipc", "cudasrc-ipc"}) {
+    GstElementFactory* f = gst_element_factory_find(name);
+    ASSERT_NE(f, nullptr) << name;
+    EXPECT_NE(std::string(gst_element_factory_get_metadata(f, GST_ELEMENT_METADATA_KLASS)).find("Hardware"),
+              std::string::npos);
+    GstElement* e = gst_element_factory_create(f, nullptr);
+    // nvcodec owns GstCudaIpcSink/GstCudaIpcSrc; ours must not collide.
+    EXPECT_STRNE(G_OBJECT_TYPE_NAME(e), "GstCudaIpcSink");
+    EXPECT_STRNE(G_OBJECT_TYPE_NAME(e), "GstCudaIpcSrc");
+    guint n = 0;
+    GParamSpec** props = g_object_class_list_properties(G_OBJECT_GET_CLASS(e), &n);
+    for (guint i = 0; i < n; ++i) {
+      if (props[i]->owner_type != G_OBJECT_TYPE(e)) continue;
+      const char* blurb = g_param_spec_get_blurb(props[i]);
+      EXPECT_TRUE(blurb && std::strlen(blurb) > 15) << name << ":" << props[i]->name;
+    }
+    g_free(props);
+    gst_object_unref(e);
+    gst_object_unref(f);
+  }
+}
+
+TEST_F(Elements, SinkDefaults) {
+  GstElement* e = gst_element_factory_make("cudasink-ipc", nullptr);
+  gchar* path = nullptr;
+  guint mode = 0, in_flight = 0, timeout = 0, pool = 0;
+  gboolean wait = TRUE;
+  g_object_get(e, "socket-path", &path, "socket-mode", &mode, "max-in-flight", &in_flight,
+               "release-timeout", &timeout, "pool-size", &pool, "wait-for-consumer", &wait, nullptr);
+  EXPECT_STREQ(path, "/tmp/cudaipc.sock");
+  EXPECT_EQ(mode, 0600u);
+  EXPECT_EQ(in_flight, 4u);
+  EXPECT_EQ(timeout, 2000u);
+  EXPECT_EQ(pool, 6u);
+  EXPECT_FALSE(wait);
+  gint memory = -1, device = 0;
+  g_object_get(e, "memory", &memory, "cuda-device-id", &device, nullptr);
+  EXPECT_EQ(device, -1);
+#ifdef CIPC_HAVE_CUDA
+  EXPECT_EQ(memory, 2) << "memory=cuda is the default where the plugin is built with CUDA";
+#else
+  EXPECT_EQ(memory, 1);
+#endif
+  g_free(path);
+  gst_object_unref(e);
+}
+
+TEST_F(Elements, SocketFileCreatedOwnerOnlyAndRemovedOnStop) {
+  GstHarness* h = make_sink();
+  gst_harness_play(h);
+  struct stat st {};
+  ASSERT_EQ(::lstat(socket_.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  gst_harness_teardown(h);
+  EXPECT_NE(::access(socket_.c_str(), F_OK), 0) << "socket file left behind after stop";
+  TearDownBus();
+}
+
+TEST_F(Elements, OffersItsSlotPoolAndSendsPoolBuffersWithoutCopy) {
+  GstHarness* h = make_sink();
+  gst_harness_play(h);
+  gst_harness_set_src_caps_str(h, kCaps);
+  GstCaps* caps = gst_caps_from_string(kCaps);
+  GstQuery* q = gst_query_new_allocation(caps, TRUE);
+  ASSERT_TRUE(gst_pad_peer_query(h->srcpad, q));
+  ASSERT_GE(gst_query_get_n_allocation_pools(q), 1u);
+  GstBufferPool* pool = nullptr;
+  guint size = 0, min = 0, max = 0;
+  gst_query_parse_nth_allocation_pool(q, 0, &pool, &size, &min, &max);
+  ASSERT_NE(pool, nullptr);
+  EXPECT_STREQ(G_OBJECT_TYPE_NAME(pool), "GstCipcSlotPool");
+  EXPECT_EQ(size, 64u * 48 * 4);
+  EXPECT_EQ(min, 6u);
+  EXPECT_EQ(max, 0u) << "the pool must grow rather than block the producer";
+  EXPECT_TRUE(gst_query_find_allocation_meta(q, GST_VIDEO_META_API_TYPE, nullptr));
+
+  GstStructure* config = gst_buffer_pool_get_config(pool);
+  gst_buffer_pool_config_set_params(config, caps, size, min, max);
+  ASSERT_TRUE(gst_buffer_pool_set_config(pool, config));
+  ASSERT_TRUE(gst_buffer_pool_set_active(pool, TRUE));
+  for (int i = 0; i < 20; ++i) {
+    GstBuffer* b = nullptr;
+    ASSERT_EQ(gst_buffer_pool_acquire_buffer(pool, &b, nullptr), GST_FLOW_OK);
+    GST_BUFFER_PTS(b) = i * GST_SECOND / 30;
+    ASSERT_EQ(gst_harness_push(h, b), GST_FLOW_OK);
+  }
+  EXPECT_EQ(stat(h->element, "frames-rendered"), 20u);
+  EXPECT_EQ(stat(h->element, "copies"), 0u);
+  gst_buffer_pool_set_active(pool, FALSE);
+  gst_object_unref(pool);
+  gst_query_unref(q);
+  gst_caps_unref(caps);
+  gst_harness_teardown(h);
+  TearDownBus();
+}
+
+TEST_F(Elements, ForeignBuffersAreCopiedCountedAndWarnedOnce) {
+  GstHarness* h = make_sink();
+  gst_harness_play(h);
+  gst_harness_set_src_caps_str(h, kCaps);
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(gst_harness_push(h, gst_buffer_new_allocate(nullptr, 64 * 48 * 4, nullptr)), GST_FLOW_OK);
+  EXPECT_EQ(stat(h->element, "copies"), 5u);
+  auto warnings = messages(GST_MESSAGE_WARNING);
+  ASSERT_EQ(warnings.size(), 1u) << "copies must be announced, once";
+  EXPECT_NE(error_text(warnings[0]).find("copied"), std::string::npos);
+  for (auto* m : warnings) gst_message_unref(m);
+  gst_harness_teardown(h);
+  TearDownBus();
+}
+
+TEST_F(Elements, RequireZeroCopyRefusesForeignBuffersNamingUpstream) {
+  GstHarness* h = make_sink("copy-policy=require-zero-copy");
+  gst_harness_play(h);
+  gst_harness_set_src_caps_str(h, kCaps);
+  EXPECT_EQ(gst_harness_push(h, gst_buffer_new_allocate(nullptr, 64 * 48 * 4, nullptr)), GST_FLOW_ERROR);
+  auto errors = messages(GST_MESSAGE_ERROR);
+  ASSERT_EQ(errors.size(), 1u);
+  const std::string text = error_text(errors[0]);
+  EXPECT_NE(text.find("require-zero-copy"), std::string::npos) << text;
+  gchar* upstream = gst_pad_get_name(h->srcpad);
+  EXPECT_NE(text.find(upstream), std::string::npos) << text;
+  g_free(upstream);
+  EXPECT_EQ(stat(h->element, "copies"), 0u);
+  for (auto* m : errors) gst_message_unref(m);
+  gst_harness_teardown(h);
+  TearDownBus();
+}
+
+TEST_F(Elements, LiveSocketIsRefusedStaleOneReplacedOtherFilesUntouched) {
+  GstHarness* first = make_sink();
+  gst_harness_play(first);
+  GstBus* first_bus = bus_;
+  bus_ = nullptr;
+
+  GstElement* second = gst_element_factory_make("cudasink-ipc", nullptr);
+  set_properties(second, "memory=host socket-path=" + socket_);
+  bus_ = gst_bus_new();
+  gst_element_set_bus(second, bus_);
+  EXPECT_EQ(gst_element_set_state(second, GST_STATE_PAUSED), GST_STATE_CHANGE_FAILURE);
+  auto errors = messages(GST_MESSAGE_ERROR);
+  ASSERT_FALSE(errors.empty());
+  EXPECT_NE(error_text(errors[0]).find("Another producer"), std::string::npos) << error_text(errors[0]);
+  for (auto* m : errors) gst_message_unref(m);
+  gst_element_set_state(second, GST_STATE_NULL);
+  gst_harness_teardown(first);
+  gst_object_unref(first_bus);
+
+  // A socket file nobody listens on (a producer that died): replaced.
+  int fd = ::socket(AF_UNIX, SOCK_SEQPACKET, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, socket_.c_str(), sizeof(addr.sun_path) - 1);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ::close(fd);
+  EXPECT_EQ(gst_element_set_state(second, GST_STATE_PAUSED), GST_STATE_CHANGE_ASYNC);
+  gst_element_set_state(second, GST_STATE_NULL);
+  EXPECT_NE(::access(socket_.c_str(), F_OK), 0);
+
+  // A regular file at the path is somebody's data: refused, left alone.
+  { std::ofstream(socket_) << "keep me"; }
+  EXPECT_EQ(gst_element_set_state(second, GST_STATE_PAUSED), GST_STATE_CHANGE_FAILURE);
+  errors = messages(GST_MESSAGE_ERROR);
+  ASSERT_FALSE(errors.empty());
+  EXPECT_NE(error_text(errors[0]).find(socket_), std::string::npos);
+  for (auto* m : errors) gst_message_unref(m);
+  std::string content;
+  std::getline(std::ifstream(socket_), content);
+  EXPECT_EQ(content, "keep me");
+  gst_element_set_state(second, GST_STATE_NULL);
+  gst_object_unref(second);
+  TearDownBus();
+}
+
+TEST_F(Elements, UnusableSocketPathIsAClearError) {
+  socket_ = dir_ + "/no/such/dir/s.sock";
+  GstElement* e = gst_element_factory_make("cudasink-ipc", nullptr);
+  set_properties(e, "memory=host socket-path=" + socket_);
+  bus_ = gst_bus_new();
+  gst_element_set_bus(e, bus_);
+  EXPECT_EQ(gst_element_set_state(e, GST_STATE_PAUSED), GST_STATE_CHANGE_FAILURE);
+  auto errors = messages(GST_MESSAGE_ERROR);
+  ASSERT_FALSE(errors.empty());
+  EXPECT_NE(error_text(errors[0]).find(socket_), std::string::npos) << error_text(errors[0]);
+  for (auto* m : errors) gst_message_unref(m);
+  gst_element_set_state(e, GST_STATE_NULL);
+  gst_object_unref(e);
+  TearDownBus();
+  socket_ = dir_ + "/s.sock";
+}
+
+// Producer (harness) and consumer (pipeline) in one process: the claim lives on the buffer.
+TEST_F(Elements, ConsumerBufferKeepsClaimUntilLastReferenceAndIsReadOnly) {
+  GstHarness* h = make_sink();
+  gst_harness_play(h);
+  gst_harness_set_src_caps_str(h, kCaps);
+
+  // fakesink hands each buffer to us; we keep references as an application would.
+  struct Held {
+    std::mutex mutex;
+    std::vector<GstBuffer*> buffers;
+  } held;
+  GstElement* pipeline = gst_parse_launch(
+      ("cudasrc-ipc socket-path=" + socket_ +
+       " ! fakesink name=out sync=false signal-handoffs=true enable-last-sample=false")
+          .c_str(),
+      nullptr);
+  ASSERT_NE(pipeline, nullptr);
+  GstElement* fakesink = gst_bin_get_by_name(GST_BIN(pipeline), "out");
+  g_signal_connect(fakesink, "handoff",
+                   G_CALLBACK(+[](GstElement*, GstBuffer* b, GstPad*, gpointer data) {
+                     auto* h = static_cast<Held*>(data);
+                     std::lock_guard<std::mutex> lock(h->mutex);
+                     h->buffers.push_back(gst_buffer_ref(b));
+                   }),
+                   &held);
+  gst_element_set_state(pipeline, GST_STATE_PLAYING);
+  ASSERT_TRUE(eventually([&] {
+    guint n = 0;
+    g_object_get(h->element, "num-consumers", &n, nullptr);
+    return n == 1;
+  }));
+
+  // Frames written through the proposed pool, with a recognisable byte each.
+  GstCaps* caps = gst_caps_from_string(kCaps);
+  GstQuery* q = gst_query_new_allocation(caps, TRUE);
+  ASSERT_TRUE(gst_pad_peer_query(h->srcpad, q));
+  GstBufferPool* pool = nullptr;
+  gst_query_parse_nth_allocation_pool(q, 0, &pool, nullptr, nullptr, nullptr);
+  gst_query_unref(q);
+  ASSERT_TRUE(gst_buffer_pool_set_active(pool, TRUE));
+  for (int i = 0; i < 3; ++i) {
+    GstBuffer* b = nullptr;
+    ASSERT_EQ(gst_buffer_pool_acquire_buffer(pool, &b, nullptr), GST_FLOW_OK);
+    gst_buffer_memset(b, 0, static_cast<guint8>(0x10 + i), gst_buffer_get_size(b));
+    GST_BUFFER_PTS(b) = i * GST_SECOND / 30;
+    ASSERT_EQ(gst_harness_push(h, b), GST_FLOW_OK);
+  }
+  ASSERT_TRUE(eventually([&] {
+    std::lock_guard<std::mutex> lock(held.mutex);
+    return held.buffers.size() == 3;
+  }));
+  std::vector<GstBuffer*> buffers;
+  {
+    std::lock_guard<std::mutex> lock(held.mutex);
+    buffers.swap(held.buffers);
+  }
+  for (int i = 0; i < 3; ++i) {
+    GstBuffer* b = buffers[i];
+    GstMapInfo map;
+    ASSERT_TRUE(gst_buffer_map(b, &map, GST_MAP_READ));
+    EXPECT_EQ(map.data[0], 0x10 + i);
+    EXPECT_EQ(map.data[map.size - 1], 0x10 + i);
+    gst_buffer_unmap(b, &map);
+    GstMemory* mem = gst_buffer_peek_memory(b, 0);
+    EXPECT_TRUE(GST_MEMORY_IS_READONLY(mem));
+    EXPECT_FALSE(gst_memory_map(mem, &map, GST_MAP_WRITE)) << "shared slots must be read-only";
+  }
+  // Three frames held downstream = three claims at the producer.
+  EXPECT_EQ(stat(h->element, "claims-outstanding"), 3u);
+  // A copy of a buffer shares its memory, and with it the claim.
+  GstBuffer* copy = gst_buffer_copy(buffers[0]);
+  for (auto* b : buffers) gst_buffer_unref(b);
+  EXPECT_TRUE(eventually([&] { return stat(h->element, "claims-outstanding") == 1; }));
+  EXPECT_EQ(stat(h->element, "releases"), 2u);
+  gst_buffer_unref(copy);
+  EXPECT_TRUE(eventually([&] { return stat(h->element, "claims-outstanding") == 0; }));
+  EXPECT_EQ(stat(h->element, "releases"), 3u);
+
+  gst_element_set_state(pipeline, GST_STATE_NULL);
+  gst_object_unref(fakesink);
+  gst_object_unref(pipeline);
+  gst_buffer_pool_set_active(pool, FALSE);
+  gst_object_unref(pool);
+  gst_caps_unref(caps);
+  gst_harness_teardown(h);
+  TearDownBus();
+}
+
+TEST_F(Elements, SourceWithoutProducerFailsAfterConnectTimeout) {
+  GstElement* pipeline = gst_parse_launch(
+      ("cudasrc-ipc connect-timeout=200 socket-path=" + socket_ + " ! fakesink").c_str(), nullptr);
+  gst_element_set_state(pipeline, GST_STATE_PLAYING);
+  GstBus* bus = gst_element_get_bus(pipeline);
+  GstMessage* m = gst_bus_timed_pop_filtered(bus, 5 * GST_SECOND,
+                                             static_cast<GstMessageType>(GST_MESSAGE_ERROR | GST_MESSAGE_EOS));
+  ASSERT_NE(m, nullptr);
+  ASSERT_EQ(GST_MESSAGE_TYPE(m), GST_MESSAGE_ERROR);
+  EXPECT_NE(error_text(m).find("No producer is serving"), std::string::npos) << error_text(m);
+  gst_message_unref(m);
+  gst_object_unref(bus);
+  gst_element_set_state(pipeline, GST_STATE_NULL);
+  gst_object_unref(pipeline);
+}
+
+TEST_F(Elements, WaitingSourceStopsPromptly) {
+  GstElement* pipeline = gst_parse_launch(
+      ("cudasrc-ipc reconnect=true socket-path=" + socket_ + " ! fakesink").c_str(), nullptr);
+  gst_element_set_state(pipeline, GST_STATE_PLAYING);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(gst_element_set_state(pipeline, GST_STATE_NULL), GST_STATE_CHANGE_SUCCESS);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3)) << "unlock must end the wait";
+  gst_object_unref(pipeline);
+}
+
+TEST_F(Elements, SourceAnswersLatencyAsLive) {
+  GstHarness* h = make_sink();
+  gst_harness_play(h);
+  GstElement* pipeline = gst_parse_launch(
+      ("cudasrc-ipc processing-deadline=7000000 socket-path=" + socket_ + " ! fakesink sync=false").c_str(),
+      nullptr);
+  gst_element_set_state(pipeline, GST_STATE_PLAYING);
+  GstElement* src = gst_bin_get_by_interface(GST_BIN(pipeline), GST_TYPE_URI_HANDLER);
+  if (src) gst_object_unref(src);
+  GstIterator* it = gst_bin_iterate_sources(GST_BIN(pipeline));
+  GValue v = G_VALUE_INIT;
+  ASSERT_EQ(gst_iterator_next(it, &v), GST_ITERATOR_OK);
+  GstElement* source = GST_ELEMENT(g_value_get_object(&v));
+  GstQuery* q = gst_query_new_latency();
+  ASSERT_TRUE(gst_element_query(source, q));
+  gboolean live = FALSE;
+  GstClockTime min = 0, max = 0;
+  gst_query_parse_latency(q, &live, &min, &max);
+  EXPECT_TRUE(live);
+  EXPECT_EQ(min, 7000000u);
+  gst_query_unref(q);
+  g_value_unset(&v);
+  gst_iterator_free(it);
+  gst_element_set_state(pipeline, GST_STATE_NULL);
+  gst_object_unref(pipeline);
+  gst_harness_teardown(h);
+  TearDownBus();
+}
+
+TEST_F(Elements, WaitForConsumerHoldsFramesAndUnlocksOnStop) {
+  GstElement* pipeline = gst_parse_launch(
+      ("videotestsrc is-live=true ! " + std::string(kCaps) +
+       " ! cudasink-ipc name=sink memory=host wait-for-consumer=true socket-path=" + socket_)
+          .c_str(),
+      nullptr);
+  GstElement* sink = gst_bin_get_by_name(GST_BIN(pipeline), "sink");
+  gst_element_set_state(pipeline, GST_STATE_PLAYING);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Blocked on the first frame: nothing rendered while nobody listens.
+  EXPECT_LE(stat(sink, "frames-rendered"), 0u);
+
+  GstElement* consumer = gst_parse_launch(
+      ("cudasrc-ipc socket-path=" + socket_ + " ! fakesink sync=false").c_str(), nullptr);
+  gst_element_set_state(consumer, GST_STATE_PLAYING);
+  EXPECT_TRUE(eventually([&] { return stat(sink, "frames-sent") >= 3; }));
+  gst_element_set_state(consumer, GST_STATE_NULL);
+  gst_object_unref(consumer);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  gst_element_set_state(pipeline, GST_STATE_NULL);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
+  gst_object_unref(sink);
+  gst_object_unref(pipeline);
+}
+
+// Without a GPU (CI), or without the CUDA toolkit at build time, memory=cuda must fail at start
+// with a sentence that says why, on both elements - never crash, never hang.
+TEST_F(Elements, CudaMemoryWithoutAGpuIsAClearError) {
+  if (g_getenv("CUDAIPC_TEST_HAS_GPU")) GTEST_SKIP() << "a GPU is present: covered by tests/gpu";
+  struct Case {
+    std::string launch;
+    std::string expected;
+  };
+#ifdef CIPC_HAVE_CUDA
+  const Case cases[] = {
+      {"videotestsrc ! cudasink-ipc memory=cuda socket-path=" + socket_, "No usable CUDA device"},
+      {"videotestsrc ! cudasink-ipc memory=cuda cuda-device-id=3 socket-path=" + socket_,
+       "No usable CUDA device"}};
+#else
+  const Case cases[] = {
+      {"videotestsrc ! cudasink-ipc memory=cuda socket-path=" + socket_, "memory=cuda"},
+      {"cudasrc-ipc memory=cuda socket-path=" + socket_ + " ! fakesink", "memory=cuda"}};
+#endif
+  for (const Case& c : cases) {
+    GstElement* pipeline = gst_parse_launch(c.launch.c_str(), nullptr);
+    gst_element_set_state(pipeline, GST_STATE_PLAYING);
+    GstBus* bus = gst_element_get_bus(pipeline);
+    GstMessage* m = gst_bus_timed_pop_filtered(bus, 5 * GST_SECOND, GST_MESSAGE_ERROR);
+    ASSERT_NE(m, nullptr) << c.launch;
+    EXPECT_NE(error_text(m).find(c.expected), std::string::npos) << error_text(m);
+    gst_message_unref(m);
+    gst_object_unref(bus);
+    gst_element_set_state(pipeline, GST_STATE_NULL);
+    gst_object_unref(pipeline);
+    EXPECT_NE(::access(socket_.c_str(), F_OK), 0) << "no socket may be left by a failed start";
+  }
+}
+
+}  // namespace

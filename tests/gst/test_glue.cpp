@@ -1,0 +1,194 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// The element-independent GStreamer pieces, without loading the plugin: plane layouts in both
+// directions and the consumer's bounds check, timestamp conversion, slot memory, slot pool.
+#include <gst/gst.h>
+#include <gst/video/video.h>
+#include <gtest/gtest.h>
+
+#include "framing.h"
+#include "slotmemory.h"
+#include "slotpool.h"
+#include "waker.h"
+
+namespace {
+
+class Glue : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { gst_init(nullptr, nullptr); }
+  static GstVideoInfo info(const char* caps_string) {
+    GstCaps* caps = gst_caps_from_string(caps_string);
+    GstVideoInfo i;
+    EXPECT_TRUE(gst_video_info_from_caps(&i, caps));
+    gst_caps_unref(caps);
+    return i;
+  }
+};
+
+TEST_F(Glue, PlaneLayoutRoundTripsThroughTheWire) {
+  const GstVideoInfo nv12 = info("video/x-raw,format=NV12,width=322,height=242");
+  GstBuffer* b = gst_buffer_new_allocate(nullptr, 150000, nullptr);
+  // A producer layout with padding: stride 384, chroma plane at a distance.
+  gsize offsets[4] = {0, 384 * 242 + 1024, 0, 0};
+  gint strides[4] = {384, 384, 0, 0};
+  gst_buffer_add_video_meta_full(b, GST_VIDEO_FRAME_FLAG_NONE, GST_VIDEO_FORMAT_NV12, 322, 242, 2,
+                                 offsets, strides);
+  cipc::Frame f;
+  cipc_gst::describe_planes(b, nv12, f);
+  EXPECT_EQ(f.n_planes, 2u);
+  EXPECT_EQ(f.plane_offset[1], offsets[1]);
+  EXPECT_EQ(f.plane_stride[0], 384);
+  EXPECT_EQ(f.size, gst_buffer_get_size(b));
+
+  GstVideoInfo layout;
+  std::string why;
+  ASSERT_TRUE(cipc_gst::validate_planes(f, nv12, &layout, &why)) << why;
+  EXPECT_EQ(layout.offset[1], offsets[1]);
+  EXPECT_EQ(layout.stride[1], 384);
+  gst_buffer_unref(b);
+}
+
+TEST_F(Glue, ConsumerRejectsLayoutsThatLeaveTheFrame) {
+  const GstVideoInfo i420 = info("video/x-raw,format=I420,width=320,height=240");
+  cipc::Frame f;
+  f.size = GST_VIDEO_INFO_SIZE(&i420);
+  f.n_planes = 3;
+  for (int p = 0; p < 3; ++p) {
+    f.plane_offset[p] = GST_VIDEO_INFO_PLANE_OFFSET(&i420, p);
+    f.plane_stride[p] = GST_VIDEO_INFO_PLANE_STRIDE(&i420, p);
+  }
+  GstVideoInfo layout;
+  std::string why;
+  EXPECT_TRUE(cipc_gst::validate_planes(f, i420, &layout, &why)) << why;
+
+  cipc::Frame past_end = f;
+  past_end.plane_offset[2] = f.size - 10;  // the V plane would run past the frame
+  EXPECT_FALSE(cipc_gst::validate_planes(past_end, i420, &layout, &why));
+  EXPECT_NE(why.find("plane 2"), std::string::npos) << why;
+
+  cipc::Frame short_stride = f;
+  short_stride.plane_stride[0] = 100;  // rows narrower than the picture
+  EXPECT_FALSE(cipc_gst::validate_planes(short_stride, i420, &layout, &why));
+
+  cipc::Frame huge_stride = f;
+  huge_stride.plane_stride[0] = 1 << 20;
+  EXPECT_FALSE(cipc_gst::validate_planes(huge_stride, i420, &layout, &why));
+
+  cipc::Frame wrong_planes = f;
+  wrong_planes.n_planes = 2;
+  EXPECT_FALSE(cipc_gst::validate_planes(wrong_planes, i420, &layout, &why));
+
+  cipc::Frame no_layout_small = f;
+  no_layout_small.n_planes = 0;
+  no_layout_small.size = f.size - 1;
+  EXPECT_FALSE(cipc_gst::validate_planes(no_layout_small, i420, &layout, &why));
+  no_layout_small.size = f.size;
+  EXPECT_TRUE(cipc_gst::validate_planes(no_layout_small, i420, &layout, &why));
+}
+
+TEST_F(Glue, TimestampsCrossThroughMonotonicExactly) {
+  GstClock* clock = gst_system_clock_obtain();  // monotonic by default
+  EXPECT_EQ(cipc_gst::monotonic_offset(clock), 0);
+  const GstClockTime base_a = 5 * GST_SECOND, base_b = 9 * GST_SECOND;
+  const GstClockTime pts = 7 * GST_SECOND + 123;
+  const uint64_t mono = cipc_gst::running_time_to_monotonic(pts, base_a, 0);
+  EXPECT_EQ(mono, 12 * GST_SECOND + 123);
+  // The consumer started 4 s later: the same instant is 4 s earlier in its running time.
+  EXPECT_EQ(cipc_gst::monotonic_to_running_time(mono, base_b, 0), 3 * GST_SECOND + 123);
+  // Frames from before the consumer's start clamp to 0; none stays none.
+  EXPECT_EQ(cipc_gst::monotonic_to_running_time(GST_SECOND, base_b, 0), 0u);
+  EXPECT_EQ(cipc_gst::running_time_to_monotonic(GST_CLOCK_TIME_NONE, base_a, 0), cipc::kNoTimestamp);
+  EXPECT_EQ(cipc_gst::monotonic_to_running_time(cipc::kNoTimestamp, base_b, 0), GST_CLOCK_TIME_NONE);
+
+  // A realtime clock is measured against CLOCK_MONOTONIC.
+  GstClock* realtime = GST_CLOCK(g_object_new(GST_TYPE_SYSTEM_CLOCK, "clock-type", GST_CLOCK_TYPE_REALTIME, nullptr));
+  const gint64 offset = cipc_gst::monotonic_offset(realtime);
+  const gint64 expected = static_cast<gint64>(cipc::monotonic_ns()) - static_cast<gint64>(gst_clock_get_time(realtime));
+  EXPECT_NEAR(static_cast<double>(offset), static_cast<double>(expected), 5e6);
+  gst_object_unref(realtime);
+  gst_object_unref(clock);
+}
+
+TEST_F(Glue, SlotPoolAllocatesNumberedSlotsWithVideoMeta) {
+  auto backend = std::make_shared<cipc::HostMemoryBackend>();
+  GstBufferPool* pool = gst_cipc_slot_pool_new(backend, 7);
+  GstCaps* caps = gst_caps_from_string("video/x-raw,format=RGB,width=321,height=241");
+  GstVideoInfo vi;
+  gst_video_info_from_caps(&vi, caps);
+  GstStructure* config = gst_buffer_pool_get_config(pool);
+  gst_buffer_pool_config_set_params(config, caps, 100, 2, 0);  // too small a size on purpose
+  EXPECT_FALSE(gst_buffer_pool_set_config(pool, config)) << "a resized config is reported";
+  config = gst_buffer_pool_get_config(pool);
+  guint size = 0;
+  gst_buffer_pool_config_get_params(config, nullptr, &size, nullptr, nullptr);
+  EXPECT_EQ(size, GST_VIDEO_INFO_SIZE(&vi));
+  ASSERT_TRUE(gst_buffer_pool_set_config(pool, config));
+  ASSERT_TRUE(gst_buffer_pool_set_active(pool, TRUE));
+
+  GstBuffer* a = nullptr;
+  GstBuffer* b = nullptr;
+  ASSERT_EQ(gst_buffer_pool_acquire_buffer(pool, &a, nullptr), GST_FLOW_OK);
+  ASSERT_EQ(gst_buffer_pool_acquire_buffer(pool, &b, nullptr), GST_FLOW_OK);
+  const GstCipcSlotBinding* ba = gst_cipc_slot_memory_binding(gst_buffer_peek_memory(a, 0));
+  const GstCipcSlotBinding* bb = gst_cipc_slot_memory_binding(gst_buffer_peek_memory(b, 0));
+  ASSERT_TRUE(ba && bb);
+  EXPECT_EQ(ba->generation, 7u);
+  EXPECT_NE(ba->index, bb->index);
+  EXPECT_GE(ba->producer_slot->size(), GST_VIDEO_INFO_SIZE(&vi));
+  GstVideoMeta* meta = gst_buffer_get_video_meta(a);
+  ASSERT_NE(meta, nullptr);
+  EXPECT_EQ(meta->stride[0], GST_VIDEO_INFO_PLANE_STRIDE(&vi, 0));
+  // Writable on the producer side: upstream writes frames into it.
+  GstMapInfo map;
+  ASSERT_TRUE(gst_buffer_map(a, &map, GST_MAP_WRITE));
+  map.data[0] = 42;
+  gst_buffer_unmap(a, &map);
+  EXPECT_EQ(static_cast<uint8_t*>(ba->producer_slot->data())[0], 42);
+
+  // A retired buffer (TAG_MEMORY) is not recycled: the next acquire gets a fresh slot.
+  const uint32_t retired_index = ba->index;
+  GST_BUFFER_FLAG_SET(a, GST_BUFFER_FLAG_TAG_MEMORY);
+  gst_buffer_unref(a);
+  gst_buffer_unref(b);
+  EXPECT_EQ(gst_cipc_slot_pool_slots_allocated(GST_CIPC_SLOT_POOL(pool)), 2u);
+  std::vector<GstBuffer*> again(2);
+  for (auto& x : again) ASSERT_EQ(gst_buffer_pool_acquire_buffer(pool, &x, nullptr), GST_FLOW_OK);
+  for (auto* x : again)
+    EXPECT_NE(gst_cipc_slot_memory_binding(gst_buffer_peek_memory(x, 0))->index, retired_index);
+  EXPECT_EQ(gst_cipc_slot_pool_slots_allocated(GST_CIPC_SLOT_POOL(pool)), 3u);
+  for (auto* x : again) gst_buffer_unref(x);
+  gst_buffer_pool_set_active(pool, FALSE);
+  gst_object_unref(pool);
+  gst_caps_unref(caps);
+}
+
+TEST_F(Glue, ImportedMemoryIsReadOnlyAndSharesItsClaim) {
+  cipc::HostMemoryBackend backend;
+  auto slot = backend.allocate(4096);
+  ASSERT_TRUE(slot);
+  static_cast<uint8_t*>(slot.value()->data())[100] = 7;
+  auto imported = std::make_shared<cipc::ImportedSlot>();
+  auto mem = backend.import(cipc::UniqueFd(::dup(slot.value()->export_fd())), 4096, nullptr);
+  ASSERT_TRUE(mem);
+  imported->memory = std::move(mem.value());
+  imported->index = 3;
+  GstMemory* m = gst_cipc_slot_memory_new_imported(imported, nullptr, 1000);
+  EXPECT_TRUE(GST_MEMORY_IS_READONLY(m));
+  EXPECT_EQ(gst_memory_get_sizes(m, nullptr, nullptr), 1000u);
+  GstMapInfo map;
+  ASSERT_TRUE(gst_memory_map(m, &map, GST_MAP_READ));
+  EXPECT_EQ(map.data[100], 7);
+  gst_memory_unmap(m, &map);
+  EXPECT_FALSE(gst_memory_map(m, &map, GST_MAP_WRITE));
+  GstMemory* part = gst_memory_share(m, 100, 10);
+  ASSERT_TRUE(gst_memory_map(part, &map, GST_MAP_READ));
+  EXPECT_EQ(map.data[0], 7);
+  gst_memory_unmap(part, &map);
+  EXPECT_EQ(gst_cipc_slot_memory_binding(part)->index, 3u);
+  EXPECT_EQ(imported.use_count(), 2) << "both memories share one binding";
+  gst_memory_unref(m);
+  EXPECT_EQ(imported.use_count(), 2) << "the shared part keeps the slot";
+  gst_memory_unref(part);
+  EXPECT_EQ(imported.use_count(), 1);
+}
+
+}  // namespace
