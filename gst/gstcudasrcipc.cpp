@@ -60,6 +60,8 @@ enum {
 };
 
 #define DEFAULT_SOCKET_PATH "/tmp/cudaipc.sock"
+// Reference timestamp caps of the meta carrying the producer's send time.
+#define CIPC_SEND_TIME_CAPS "timestamp/x-cudaipc-send-monotonic"
 #define DEFAULT_MEMORY GST_CIPC_MEMORY_AUTO
 #define DEFAULT_RECONNECT FALSE
 #define DEFAULT_RECONNECT_INTERVAL 100
@@ -671,6 +673,10 @@ static GstFlowReturn make_buffer(GstCudaSrcIpc* self, cipc::ReceivedFrame& frame
   GST_BUFFER_DTS(buffer) = cipc_gst::monotonic_to_running_time(info.dts, base_time, offset);
   GST_BUFFER_DURATION(buffer) = info.duration == cipc::kNoTimestamp ? GST_CLOCK_TIME_NONE : info.duration;
   GST_BUFFER_OFFSET(buffer) = info.offset == cipc::kNoTimestamp ? GST_BUFFER_OFFSET_NONE : info.offset;
+  // When the producer sent the frame (CLOCK_MONOTONIC), for applications measuring latency.
+  static GstCaps* send_time_caps = gst_caps_new_empty_simple(CIPC_SEND_TIME_CAPS);
+  gst_buffer_add_reference_timestamp_meta(buffer, send_time_caps, info.send_time,
+                                          GST_CLOCK_TIME_NONE);
 
   // Frames the producer sent others but not us (we were at max-in-flight) show as a gap.
   if (st.last_sequence && info.sequence > st.last_sequence + 1) {

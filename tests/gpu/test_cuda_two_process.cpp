@@ -1,0 +1,428 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// CUDA memory across real processes: producers and consumers are separate cudaipc-cuda-peer
+// processes (cuda_peer.cpp: cudasink-ipc fed by a GPU writer, cudasrc-ipc read on the GPU) around
+// the built plugin. This binary starts them, reads their stdout (READY, FRAME k, EOS, ERROR,
+// STATS) and checks DESIGN.md sections 3, 5 and 6 from the outside: frames arrive bit-exact
+// (GPU checksums on both sides, spot-checked against the CPU reference of the pattern), each slot
+// is imported once, nothing is copied on the way, killed peers leave the other side working and
+// leak no GPU memory, and a wrong device id is a clear error.
+//
+// Needs a CUDA device: without one every test is skipped, saying why. Environment:
+// CUDAIPC_CUDA_PEER (the peer binary) and GST_PLUGIN_PATH (the plugin's build folder) are set by
+// meson; without them the peer is taken from this executable's folder and the plugin from ../../gst
+// next to it. Each test gets its own temporary folder for sockets, records and a GStreamer
+// registry.
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "cuda_api.h"
+#include "kernels.h"
+#include "process.h"
+
+namespace {
+
+using cipc_test::Clock;
+using cipc_test::contains;
+using cipc_test::Process;
+using cipc_test::self_dir;
+using cipc_test::stat_of;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+// Generous: a child's start includes building the GStreamer registry and initialising CUDA.
+constexpr auto kStartTimeout = seconds(60);
+constexpr auto kEventTimeout = seconds(30);
+constexpr auto kExitTimeout = seconds(30);
+constexpr auto kRunTimeout = seconds(240);  // a whole finite run of a few hundred frames
+
+// ---------------------------------------------------------------------------------------------
+// Records: `index checksum` per frame (cuda_peer.cpp --record), checksums computed on the GPU.
+
+struct Record {
+  uint64_t index = 0;
+  uint64_t checksum = 0;
+};
+
+std::vector<Record> read_records(const std::string& path) {
+  std::vector<Record> records;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream s(line);
+    Record r;
+    if (s >> r.index >> r.checksum) records.push_back(r);
+  }
+  return records;
+}
+
+// The checksum of frame `index` as the producer's pattern kernel writes it, computed on the CPU
+// by the CUDA layer's reference implementations (independent of both peers' GPU code).
+uint64_t expected_checksum(int width, int height, uint64_t index) {
+  const size_t row_bytes = size_t(width) * 4;  // BGRA
+  std::vector<uint8_t> image(row_bytes * size_t(height));
+  cipc_cuda::fill_pattern_cpu(image.data(), row_bytes, row_bytes, size_t(height), uint32_t(index));
+  return cipc_cuda::image_checksum_cpu(image.data(), row_bytes, row_bytes, size_t(height));
+}
+
+// Every received frame is the producer's frame of that index, by the CPU reference.
+void expect_frames_match_reference(const std::vector<Record>& records, int width, int height,
+                                   const std::string& who) {
+  size_t mismatches = 0;
+  for (const Record& r : records) {
+    const uint64_t want = expected_checksum(width, height, r.index);
+    if (r.checksum != want && ++mismatches <= 5)
+      ADD_FAILURE() << who << " frame " << r.index << ": checksum " << r.checksum
+                    << ", the pattern for that frame has " << want;
+  }
+  EXPECT_EQ(mismatches, 0u) << who << ": frames that differ from the reference";
+}
+
+// Producer and consumer records of one finite run: `frames` lines each, indices 0..frames-1 in
+// order, equal checksums for equal indices; a few frames also against the CPU reference.
+void expect_bit_exact(const std::vector<Record>& produced, const std::vector<Record>& received,
+                      size_t frames, int width, int height) {
+  ASSERT_EQ(produced.size(), frames) << "producer record lines";
+  ASSERT_EQ(received.size(), frames) << "consumer record lines";
+  size_t mismatches = 0;
+  for (size_t i = 0; i < frames; ++i) {
+    const Record& p = produced[i];
+    const Record& r = received[i];
+    if (p.index != i || r.index != i || p.checksum != r.checksum) {
+      if (++mismatches <= 5)
+        ADD_FAILURE() << "line " << i << ": produced frame " << p.index << " checksum "
+                      << p.checksum << ", received frame " << r.index << " checksum " << r.checksum;
+    }
+  }
+  EXPECT_EQ(mismatches, 0u) << "frames that differ between producer and consumer";
+  // The frames really differ from each other, so equal checksums mean something...
+  size_t distinct = 0;
+  for (size_t i = 1; i < frames; ++i) distinct += produced[i].checksum != produced[i - 1].checksum;
+  EXPECT_EQ(distinct + 1, frames) << "pattern frames should all differ";
+  // ...and both GPU checksums are the pattern itself, not the same garbage on both sides.
+  std::vector<Record> sample;
+  for (size_t i : {size_t(0), size_t(1), frames / 2, frames - 1}) sample.push_back(received[i]);
+  expect_frames_match_reference(sample, width, height, "consumer");
+}
+
+// GPU memory in use on all GPUs (MiB), from nvidia-smi; nullopt if it cannot be read. Sampled a
+// few times after a pause, lowest value: memory of processes that just exited is freed by then.
+std::optional<uint64_t> gpu_memory_used_mib() {
+  std::optional<uint64_t> lowest;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    std::this_thread::sleep_for(milliseconds(300));
+    FILE* p = ::popen(
+        "nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null", "r");
+    if (!p) return std::nullopt;
+    std::string text;
+    char buf[256];
+    while (fgets(buf, sizeof(buf), p)) text += buf;
+    if (::pclose(p) != 0) return std::nullopt;
+    std::istringstream in(text);
+    uint64_t total = 0, value = 0;
+    size_t gpus = 0;
+    while (in >> value) {
+      total += value;
+      ++gpus;
+    }
+    if (gpus == 0) return std::nullopt;
+    if (!lowest || total < *lowest) lowest = total;
+  }
+  return lowest;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+class GpuTwoProcess : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (cipc_cuda::device_count(&why) == 0) GTEST_SKIP() << "no CUDA device: " << why;
+    const char* peer = getenv("CUDAIPC_CUDA_PEER");
+    peer_ = peer && *peer ? peer : self_dir() + "/cudaipc-cuda-peer";
+    ASSERT_EQ(::access(peer_.c_str(), X_OK), 0)
+        << "peer binary not found at " << peer_ << " (set CUDAIPC_CUDA_PEER)";
+    const char* plugins = getenv("GST_PLUGIN_PATH");
+    plugin_path_ = plugins && *plugins ? plugins : self_dir() + "/../../gst";
+    char dir[] = "/tmp/cudaipc-gpu-XXXXXX";
+    ASSERT_NE(::mkdtemp(dir), nullptr) << strerror(errno);
+    dir_ = dir;
+  }
+
+  void TearDown() override {
+    retire_processes();
+    std::error_code ec;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
+  }
+
+  // Checks that no peer tripped a GLib/GStreamer assertion, shows what they said if the test
+  // failed, and forgets them (killing whatever still runs).
+  void retire_processes() {
+    for (const auto& p : processes_) {
+      const std::string err = p->stderr_text();
+      EXPECT_FALSE(contains(err, "CRITICAL **") || contains(err, "WARNING **"))
+          << p->name() << " logged a GLib critical or warning";
+    }
+    if (HasFailure())
+      for (const auto& p : processes_) std::cerr << p->transcript();
+    processes_.clear();
+  }
+
+  std::string path(const std::string& name) const { return dir_ + "/" + name; }
+
+  Process& spawn(const std::string& name, const std::string& mode,
+                 const std::vector<std::string>& args) {
+    std::vector<std::string> argv{peer_, mode};
+    argv.insert(argv.end(), args.begin(), args.end());
+    processes_.push_back(std::make_unique<Process>(
+        name, argv,
+        std::map<std::string, std::string>{{"GST_REGISTRY", path("registry.bin")},
+                                           {"GST_PLUGIN_PATH", plugin_path_}}));
+    Process& p = *processes_.back();
+    EXPECT_TRUE(p.started()) << name << ": " << p.start_error();
+    return p;
+  }
+
+  // A producer; waits until its cudasink-ipc is PLAYING (READY) unless told otherwise.
+  Process& producer(const std::string& name, const std::vector<std::string>& args,
+                    bool wait_ready = true) {
+    Process& p = spawn(name, "produce", args);
+    if (wait_ready) {
+      EXPECT_TRUE(p.wait_line("READY", kStartTimeout)) << name << " did not start";
+    }
+    return p;
+  }
+
+  Process& consumer(const std::string& name, const std::vector<std::string>& args) {
+    return spawn(name, "consume", args);
+  }
+
+  // Stops a producer that runs until SIGINT and returns its final STATS line.
+  std::string stop_producer(Process& p) {
+    p.signal(SIGINT);
+    EXPECT_EQ(p.wait_exit(kExitTimeout), std::optional<int>(0))
+        << p.name() << " did not stop cleanly";
+    const auto stats = p.last("STATS ");
+    EXPECT_TRUE(stats) << p.name() << " printed no final STATS";
+    return stats.value_or("");
+  }
+
+  // One producer and one consumer over `frames` unpaced frames of width x height, both recording
+  // GPU checksums; checks both exit cleanly, the records match, and what DESIGN 3 says about the
+  // slots (none copied by the sink, each imported once). Returns the two STATS lines.
+  std::pair<std::string, std::string> run_bit_exact(
+      int width, int height, size_t frames, const std::vector<std::string>& producer_extra,
+      const std::vector<std::string>& consumer_extra) {
+    const std::string sock = path("bitexact.sock");
+    const std::string n = std::to_string(frames);
+    std::vector<std::string> pargs{"--socket", sock,
+                                   "--frames", n,
+                                   "--width",  std::to_string(width),
+                                   "--height", std::to_string(height),
+                                   "--record", path("produced.txt")};
+    pargs.insert(pargs.end(), producer_extra.begin(), producer_extra.end());
+    Process& prod = producer("producer", pargs);
+    std::vector<std::string> cargs{"--socket", sock, "--frames", n, "--timeout-s", "180"};
+    cargs.insert(cargs.end(), {"--record", path("received.txt")});
+    cargs.insert(cargs.end(), consumer_extra.begin(), consumer_extra.end());
+    Process& cons = consumer("consumer", cargs);
+    EXPECT_EQ(cons.wait_exit(kRunTimeout), std::optional<int>(0)) << "consumer";
+    EXPECT_EQ(prod.wait_exit(kRunTimeout), std::optional<int>(0)) << "producer";
+    EXPECT_EQ(cons.count("ERROR"), 0u);
+    EXPECT_EQ(prod.count("ERROR"), 0u);
+    EXPECT_EQ(cons.frames(), frames);
+
+    const std::string pstats = prod.last("STATS ").value_or("");
+    EXPECT_EQ(stat_of(pstats, "frames-rendered"), frames) << pstats;
+    EXPECT_EQ(stat_of(pstats, "copies"), 0u) << "the writer filled the slots directly: " << pstats;
+    EXPECT_EQ(stat_of(pstats, "frames-dropped"), 0u) << pstats;
+    const std::string cstats = cons.last("STATS ").value_or("");
+    EXPECT_EQ(stat_of(cstats, "frames-received"), frames) << cstats;
+    EXPECT_EQ(stat_of(cstats, "downloads"), 0u) << "frames stayed in GPU memory: " << cstats;
+    const uint64_t imported = stat_of(cstats, "slots-imported").value_or(0);
+    EXPECT_GE(imported, 1u) << cstats;
+    EXPECT_LE(imported, 8u) << "each of the producer's 8 slots is imported once: " << cstats;
+
+    expect_bit_exact(read_records(path("produced.txt")), read_records(path("received.txt")), frames,
+                     width, height);
+    return {pstats, cstats};
+  }
+
+  std::string peer_;
+  std::string plugin_path_;
+  std::string dir_;
+  std::vector<std::unique_ptr<Process>> processes_;
+};
+
+// DESIGN 3 and 5: a GPU writer fills cudasink-ipc's slots, the consumer imports each slot once
+// and waits for readiness on the GPU; 600 frames arrive in order and bit-exact.
+TEST_F(GpuTwoProcess, FramesArriveBitExact1080p) {
+  const auto stats = run_bit_exact(1920, 1080, 600, {}, {});
+  EXPECT_EQ(stat_of(stats.second, "device-copies"), 0u) << stats.second;
+}
+
+TEST_F(GpuTwoProcess, FramesArriveBitExact4K) {
+  const auto stats = run_bit_exact(3840, 2160, 600, {}, {});
+  EXPECT_EQ(stat_of(stats.second, "device-copies"), 0u) << stats.second;
+}
+
+// io-mode=copy: the consumer hands downstream a private device copy of every frame (and releases
+// the slot right after the copy); the copies are bit-exact too.
+TEST_F(GpuTwoProcess, CopyModeIsBitExactAndReleasesAtOnce) {
+  const auto stats = run_bit_exact(1920, 1080, 600, {}, {"--io-mode", "copy"});
+  EXPECT_EQ(stat_of(stats.second, "device-copies"), 600u) << stats.second;
+}
+
+// DESIGN 5, sync-mode=cpu (no interprocess events): stream synchronisation instead, still exact.
+TEST_F(GpuTwoProcess, CpuSyncModeIsBitExact) {
+  run_bit_exact(1920, 1080, 300, {"--sync-mode", "cpu"}, {});
+}
+
+// DESIGN 6, consumer killed: the producer drops that consumer's claims and keeps streaming; the
+// next consumer gets correct frames and, once it has left too, no claim is outstanding.
+TEST_F(GpuTwoProcess, KilledConsumerLeavesProducerStreaming) {
+  const std::string sock = path("killc.sock");
+  Process& prod = producer("producer", {"--socket", sock, "--frames", "0", "--fps", "60"});
+  Process& a = consumer("consumer-a", {"--socket", sock, "--frames", "0", "--hold-ms", "20"});
+  ASSERT_TRUE(a.wait_frames(30, kEventTimeout)) << "consumer A got no frames";
+  a.signal(SIGKILL);
+  EXPECT_EQ(a.wait_exit(kExitTimeout), std::optional<int>(128 + SIGKILL));
+
+  Process& b = consumer("consumer-b", {"--socket", sock, "--frames", "60", "--record",
+                                       path("b.txt"), "--timeout-s", "60"});
+  EXPECT_EQ(b.wait_exit(seconds(90)), std::optional<int>(0)) << "consumer B";
+  EXPECT_EQ(b.frames(), 60u);
+  EXPECT_EQ(b.count("ERROR"), 0u);
+  const std::string bstats = b.last("STATS ").value_or("");
+  // It may have taken in a frame or two more than it used before it stopped.
+  EXPECT_GE(stat_of(bstats, "frames-received").value_or(0), 60u) << bstats;
+  const auto records = read_records(path("b.txt"));
+  EXPECT_EQ(records.size(), 60u);
+  for (size_t i = 1; i < records.size(); ++i)
+    EXPECT_GT(records[i].index, records[i - 1].index) << "frames out of order at line " << i;
+  expect_frames_match_reference(records, 1920, 1080, "consumer B");
+
+  // Let the producer take in B's goodbye before asking for its final numbers.
+  std::this_thread::sleep_for(milliseconds(500));
+  const std::string pstats = stop_producer(prod);
+  EXPECT_EQ(stat_of(pstats, "claims-outstanding"), 0u) << pstats;
+  EXPECT_GE(stat_of(pstats, "consumers-total").value_or(0), 2u) << pstats;
+  EXPECT_EQ(stat_of(pstats, "copies"), 0u) << pstats;
+}
+
+// DESIGN 6, producer killed: the consumer ends with EOS within seconds, and the frames it still
+// held or had queued - imported memory of a process that no longer exists - are read after the
+// kill and are still exactly the producer's frames.
+TEST_F(GpuTwoProcess, KilledProducerEndsConsumerAndHeldFramesStayValid) {
+  const std::string sock = path("killp.sock");
+  Process& prod = producer("producer", {"--socket", sock, "--frames", "0", "--fps", "60"});
+  Process& cons = consumer("consumer", {"--socket", sock, "--frames", "0", "--hold-ms", "30",
+                                        "--record", path("c.txt"), "--timeout-s", "120"});
+  ASSERT_TRUE(cons.wait_frames(30, kEventTimeout)) << "the consumer got no frames";
+  prod.signal(SIGKILL);
+  const auto killed_at = Clock::now();
+  EXPECT_EQ(prod.wait_exit(kExitTimeout), std::optional<int>(128 + SIGKILL));
+  const auto eos = cons.wait_line("EOS", seconds(10));
+  ASSERT_TRUE(eos) << "the consumer did not end with EOS within 10 s of the producer's death";
+  EXPECT_LT(std::chrono::duration_cast<milliseconds>(eos->at - killed_at).count(), 10000);
+  EXPECT_EQ(cons.wait_exit(kExitTimeout), std::optional<int>(0));
+  EXPECT_EQ(cons.count("ERROR"), 0u);
+  const auto records = read_records(path("c.txt"));
+  EXPECT_EQ(records.size(), cons.frames());
+  EXPECT_GE(records.size(), 30u);
+  expect_frames_match_reference(records, 1920, 1080, "consumer");
+}
+
+// DESIGN 6, producer restarts and stale socket files, repeated: 50 producers SIGKILLed on the
+// same path, each replacing the last one's socket file and serving a consumer its 20 frames.
+// GPU memory in use after cycle 50 is what it was after cycle 5 (all processes gone both times).
+TEST_F(GpuTwoProcess, FiftyKillRestartCyclesDoNotGrowGpuMemory) {
+  const std::string sock = path("cycle.sock");
+  constexpr int kCycles = 50;
+  std::optional<uint64_t> used_at_5, used_at_50;
+  bool memory_readable = true;
+  for (int cycle = 1; cycle <= kCycles; ++cycle) {
+    SCOPED_TRACE("cycle " + std::to_string(cycle));
+    // Both start at once (the consumer retries until the producer serves the path), which
+    // keeps a cycle short.
+    Process& prod = producer("producer-" + std::to_string(cycle),
+                             {"--socket", sock, "--frames", "0", "--fps", "120"},
+                             /*wait_ready=*/false);
+    Process& cons = consumer("consumer-" + std::to_string(cycle),
+                             {"--socket", sock, "--frames", "20", "--timeout-s", "60"});
+    EXPECT_EQ(cons.wait_exit(seconds(90)), std::optional<int>(0));
+    EXPECT_EQ(cons.frames(), 20u);
+    EXPECT_GE(stat_of(cons.last("STATS ").value_or(""), "frames-received").value_or(0), 20u);
+    EXPECT_EQ(prod.count("ERROR"), 0u);
+    prod.signal(SIGKILL);
+    EXPECT_EQ(prod.wait_exit(kExitTimeout), std::optional<int>(128 + SIGKILL));
+    if (HasFailure()) break;  // transcripts of this cycle's peers follow
+    retire_processes();
+    if (memory_readable && (cycle == 5 || cycle == kCycles)) {
+      const auto used = gpu_memory_used_mib();
+      if (!used) memory_readable = false;
+      (cycle == 5 ? used_at_5 : used_at_50) = used;
+    }
+  }
+  if (HasFailure()) return;
+  if (!memory_readable) {
+    std::cout << "[   NOTE   ] nvidia-smi is not available: GPU memory growth was not checked\n";
+    return;
+  }
+  ASSERT_TRUE(used_at_5 && used_at_50);
+  std::cout << "[   NOTE   ] GPU memory used: " << *used_at_5 << " MiB after cycle 5, "
+            << *used_at_50 << " MiB after cycle " << kCycles << "\n";
+  EXPECT_LT(*used_at_50, *used_at_5 + 64)
+      << "GPU memory grew by " << (*used_at_50 - *used_at_5) << " MiB";
+}
+
+// DESIGN 6, GPU mismatch / no usable device: a consumer told to import on a device that does not
+// exist fails with an element error naming the setting, and the producer keeps running; a
+// producer told to allocate on one fails to start with an error saying so.
+TEST_F(GpuTwoProcess, WrongDeviceIdIsAClearError) {
+  const std::string sock = path("device.sock");
+  Process& prod = producer("producer", {"--socket", sock, "--frames", "0", "--fps", "60"});
+  Process& cons = consumer(
+      "consumer", {"--socket", sock, "--frames", "10", "--device", "99", "--timeout-s", "60"});
+  EXPECT_EQ(cons.wait_exit(kRunTimeout), std::optional<int>(2));
+  const auto error = cons.first("ERROR");
+  ASSERT_TRUE(error) << "the consumer printed no error";
+  EXPECT_TRUE(contains(*error, "cuda-device-id=99") || contains(*error, "CUDA device(s)"))
+      << *error;
+  EXPECT_EQ(cons.frames(), 0u);
+
+  Process& bad = producer("producer-device-99",
+                          {"--socket", path("device99.sock"), "--frames", "10", "--device", "99"},
+                          /*wait_ready=*/false);
+  EXPECT_EQ(bad.wait_exit(kRunTimeout), std::optional<int>(2));
+  const auto sink_error = bad.first("ERROR");
+  ASSERT_TRUE(sink_error) << "the producer printed no error";
+  EXPECT_TRUE(contains(*sink_error, "No usable CUDA device")) << *sink_error;
+  EXPECT_TRUE(contains(*sink_error, "cuda-device-id=99")) << *sink_error;
+  EXPECT_EQ(bad.count("READY"), 0u);
+
+  // The first producer was not disturbed by the consumer it could not serve.
+  const std::string pstats = stop_producer(prod);
+  EXPECT_EQ(stat_of(pstats, "claims-outstanding"), 0u) << pstats;
+}
+
+}  // namespace
