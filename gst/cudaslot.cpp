@@ -4,6 +4,10 @@
 #include <gst/gst.h>
 #include <unistd.h>
 
+#include <condition_variable>
+#include <deque>
+#include <thread>
+
 GST_DEBUG_CATEGORY_STATIC(cipc_cuda_debug);
 #define GST_CAT_DEFAULT cipc_cuda_debug
 
@@ -88,10 +92,8 @@ gboolean table_record_release(GstMemory* mem, gpointer stream) {
   const GstCipcSlotBinding* b = gst_cipc_slot_memory_binding(mem);
   CudaRegion* region = b ? b->region : nullptr;
   if (!region || !region->record_release(stream).ok()) return FALSE;
-  // An imported slot tells its producer, with RELEASE, that a fence guards the reuse.
-  cipc::EventHandle unused;
-  CudaSlotMemory* slot = cuda_slot_of(mem);
-  if (b->claim && slot && slot->release_event_handle(&unused)) b->claim->set_fence_recorded();
+  // An imported slot's claim now waits for these reads before RELEASE (see slot_free()).
+  if (b->claim) b->release_recorded = true;
   return TRUE;
 }
 
@@ -107,20 +109,57 @@ gboolean table_end_write(GstMemory* mem, gpointer stream) {
 
 }  // namespace
 
-void CudaSlotRegistry::forget_peer(uint64_t peer) {
-  std::lock_guard<std::mutex> lock(mutex);
-  for (CudaSlotMemory* slot : slots) slot->forget_peer(peer);
-}
-
-CudaSlotMemory::~CudaSlotMemory() {
-  if (registry_) {
-    std::lock_guard<std::mutex> lock(registry_->mutex);
-    registry_->slots.erase(this);
+// One thread per process waits for recorded releases and then drops the claims.
+class ReleaseWorker {
+ public:
+  static ReleaseWorker& get() {
+    // Never destroyed: it must outlive every frame, including at process exit.
+    static ReleaseWorker* worker = new ReleaseWorker();
+    return *worker;
   }
+  void push(CudaSlotMemory& slot, std::shared_ptr<void> keepalive) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.push_back({&slot, std::move(keepalive)});
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  struct Item {
+    CudaSlotMemory* slot;  // alive while `keepalive` is
+    std::shared_ptr<void> keepalive;
+  };
+  ReleaseWorker() {
+    std::thread([this] { run(); }).detach();
+  }
+  void run() {
+    for (;;) {
+      Item item;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        cv_.wait(lock, [this] { return !queue_.empty(); });
+        item = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      const cipc_cuda::Status s = item.slot->wait_released();
+      if (!s) GST_WARNING("waiting for a frame's last read failed: %s", s.message().c_str());
+      item.keepalive.reset();  // RELEASE goes out here
+    }
+  }
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<Item> queue_;
+};
+
+void release_when_read(CudaSlotMemory& slot, std::shared_ptr<void> keepalive) {
+  ReleaseWorker::get().push(slot, std::move(keepalive));
 }
 
-cipc::Result<std::unique_ptr<CudaSlotMemory>> CudaSlotMemory::allocate(
-    int device, size_t size, SyncMode sync, std::shared_ptr<CudaSlotRegistry> registry) {
+CudaSlotMemory::~CudaSlotMemory() = default;
+
+cipc::Result<std::unique_ptr<CudaSlotMemory>> CudaSlotMemory::allocate(int device, size_t size,
+                                                                       SyncMode sync) {
   init_debug();
   std::unique_ptr<CudaSlotMemory> m(new CudaSlotMemory());
   m->sync_ = sync;
@@ -134,11 +173,6 @@ cipc::Result<std::unique_ptr<CudaSlotMemory>> CudaSlotMemory::allocate(
     s = cipc_cuda::Event::create_interprocess(device, &m->readiness_);
     if (s) s = m->readiness_.ipc_handle(&m->readiness_handle_);
     if (!s) return cuda_error("creating a slot's readiness event", s);
-  }
-  m->registry_ = std::move(registry);
-  if (m->registry_) {
-    std::lock_guard<std::mutex> lock(m->registry_->mutex);
-    m->registry_->slots.insert(m.get());
   }
   return m;
 }
@@ -156,7 +190,6 @@ cipc::Result<std::unique_ptr<CudaSlotMemory>> CudaSlotMemory::import(
       if (!s) return cuda_error("opening the producer's readiness event", s);
     }
     s = cipc_cuda::Event::create_interprocess(device, &m->release_);
-    if (s) s = m->release_.ipc_handle(&m->release_handle_);
     if (!s) return cuda_error("creating a release event", s);
   }
   return m;
@@ -168,44 +201,14 @@ bool CudaSlotMemory::event_handle(cipc::EventHandle* out) const {
   return true;
 }
 
-bool CudaSlotMemory::release_event_handle(cipc::EventHandle* out) const {
-  if (!release_.valid()) return false;
-  *out = release_handle_;
-  return true;
-}
-
-void CudaSlotMemory::add_release_fence(uint64_t peer, const cipc::EventHandle& handle) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto it = peer_events_.find(peer);
-  if (it == peer_events_.end()) {
-    cipc_cuda::Event event;
-    const cipc_cuda::Status s = cipc_cuda::Event::open(device(), handle, &event);
-    if (!s) {
-      // Without the fence the next writer could race the consumer's last read: better to
-      // wait on the CPU for everything in flight on this device once than to tear a frame.
-      GST_WARNING("cannot open consumer %" G_GUINT64_FORMAT "'s release event (%s)", peer,
-                  s.message().c_str());
-      return;
-    }
-    it = peer_events_.emplace(peer, std::move(event)).first;
-  }
-  pending_.insert(peer);
-}
-
-void CudaSlotMemory::forget_peer(uint64_t peer) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  pending_.erase(peer);
-  peer_events_.erase(peer);
-}
-
-cipc_cuda::Status CudaSlotMemory::begin_write(cipc_cuda::StreamHandle stream) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (uint64_t peer : pending_) {
-    const cipc_cuda::Status s = peer_events_.at(peer).wait(stream);
-    if (!s) return s;
-  }
-  pending_.clear();
+cipc_cuda::Status CudaSlotMemory::begin_write(cipc_cuda::StreamHandle) {
+  // Nothing to wait for: a slot returns to the pool only after every reader's RELEASE, which
+  // readers send once their reads have completed.
   return cipc_cuda::Status::success();
+}
+
+cipc_cuda::Status CudaSlotMemory::wait_released() {
+  return release_.valid() ? release_.synchronize() : cipc_cuda::Status::success();
 }
 
 cipc_cuda::Status CudaSlotMemory::end_write(cipc_cuda::StreamHandle stream) {
@@ -225,7 +228,7 @@ cipc_cuda::Status CudaSlotMemory::record_release(cipc_cuda::StreamHandle stream)
 }
 
 cipc::Result<std::unique_ptr<cipc::SlotMemory>> CudaMemoryBackend::allocate(size_t size) {
-  auto m = CudaSlotMemory::allocate(device_, size, sync_, registry_);
+  auto m = CudaSlotMemory::allocate(device_, size, sync_);
   if (!m) return m.error();
   return std::unique_ptr<cipc::SlotMemory>(std::move(m.value()));
 }

@@ -1,8 +1,13 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 // CUDA slot memory (DESIGN.md sections 3 and 5) behind the ipc layer's MemoryBackend: VMM
-// allocations exported as file descriptors, a per-slot readiness event recorded by writers and
-// waited on by readers on the GPU, and release fences from consumers that the next writer waits
-// for. The fences live on the memory, not in the pool.
+// allocations exported as file descriptors, and a per-slot readiness event recorded by writers
+// and waited on by readers on the GPU.
+//
+// Releases are not GPU fences across processes: a reader records a release event in its own
+// process, and the claim (RELEASE) is handed back only once that event has completed, by a
+// background thread. Measured on an H200 (driver 580): a producer waiting on a consumer's
+// interprocess event after that consumer exited hit cudaErrorIllegalAddress, which kills the
+// producer's CUDA context - a departing consumer must never be able to do that.
 #pragma once
 
 #include <map>
@@ -38,23 +43,15 @@ class CudaRegion {
   virtual cipc_cuda::Status record_release(cipc_cuda::StreamHandle stream) = 0;
 };
 
-// The live CUDA slots of one backend, so a departed consumer can be forgotten in all of them.
-// Shared with the slots, which may outlive the backend.
-struct CudaSlotRegistry {
-  std::mutex mutex;
-  std::set<CudaSlotMemory*> slots;
-  void forget_peer(uint64_t peer);
-};
-
 class CudaSlotMemory final : public cipc::SlotMemory, public CudaRegion {
  public:
   ~CudaSlotMemory() override;
 
   // Producer: an exportable allocation with its readiness event; exported once.
-  static cipc::Result<std::unique_ptr<CudaSlotMemory>> allocate(
-      int device, size_t size, SyncMode sync, std::shared_ptr<CudaSlotRegistry> registry);
+  static cipc::Result<std::unique_ptr<CudaSlotMemory>> allocate(int device, size_t size,
+                                                                SyncMode sync);
   // Consumer: imports a producer's slot and opens its readiness event (when sent); creates this
-  // process's release event for it.
+  // process's (local) release event for it.
   static cipc::Result<std::unique_ptr<CudaSlotMemory>> import(int device, cipc::UniqueFd fd,
                                                               size_t size,
                                                               const cipc::EventHandle* readiness,
@@ -65,9 +62,6 @@ class CudaSlotMemory final : public cipc::SlotMemory, public CudaRegion {
   int export_fd() const override { return export_fd_.get(); }
   cipc::MemoryKind kind() const override { return cipc::MemoryKind::kCuda; }
   bool event_handle(cipc::EventHandle* out) const override;
-  bool release_event_handle(cipc::EventHandle* out) const override;
-  void add_release_fence(uint64_t peer, const cipc::EventHandle& handle) override;
-  void forget_peer(uint64_t peer) override;
 
   int device() const override { return allocation_.device(); }
   cipc_cuda::DevicePtr ptr() const override { return allocation_.ptr(); }
@@ -76,43 +70,35 @@ class CudaSlotMemory final : public cipc::SlotMemory, public CudaRegion {
   cipc_cuda::Status end_write(cipc_cuda::StreamHandle stream) override;
   cipc_cuda::Status wait_ready(cipc_cuda::StreamHandle stream) override;
   cipc_cuda::Status record_release(cipc_cuda::StreamHandle stream) override;
+  // Blocks until the reads recorded by record_release() are done (release worker only).
+  cipc_cuda::Status wait_released();
 
  private:
   CudaSlotMemory() = default;
 
-  std::shared_ptr<CudaSlotRegistry> registry_;  // producer side
   cipc_cuda::DeviceAllocation allocation_;
   cipc::UniqueFd export_fd_;
   SyncMode sync_ = SyncMode::kGpuEvents;
   cipc_cuda::Event readiness_;      // created (producer) or opened (consumer)
   cipc::EventHandle readiness_handle_{};
-  cipc_cuda::Event release_;        // consumer: ours, exported in FENCE
-  cipc::EventHandle release_handle_{};
-
-  std::mutex mutex_;  // fences arrive on the producer's I/O thread
-  std::map<uint64_t, cipc_cuda::Event> peer_events_;  // consumers' release events, opened once
-  std::set<uint64_t> pending_;                        // peers whose last release is not waited on
+  cipc_cuda::Event release_;        // consumer: recorded after the last read, waited on locally
 };
 
 // The MemoryBackend for memory=cuda, on one device. Keeps track of its live slots so that a
 // departed consumer's opened events can be closed in all of them.
 class CudaMemoryBackend final : public cipc::MemoryBackend {
  public:
-  CudaMemoryBackend(int device, SyncMode sync)
-      : device_(device), sync_(sync), registry_(std::make_shared<CudaSlotRegistry>()) {}
+  CudaMemoryBackend(int device, SyncMode sync) : device_(device), sync_(sync) {}
   cipc::MemoryKind kind() const override { return cipc::MemoryKind::kCuda; }
   cipc::Result<std::unique_ptr<cipc::SlotMemory>> allocate(size_t size) override;
   cipc::Result<std::unique_ptr<cipc::SlotMemory>> import(cipc::UniqueFd fd, size_t size,
                                                          const cipc::EventHandle* event) override;
   int device() const { return device_; }
   SyncMode sync_mode() const { return sync_; }
-  // A consumer left: close the release events opened for it in every slot.
-  void forget_peer(uint64_t peer) { registry_->forget_peer(peer); }
 
  private:
   int device_;
   SyncMode sync_;
-  std::shared_ptr<CudaSlotRegistry> registry_;
 };
 
 // Private device copies of frames for cudasrc-ipc io-mode=copy, recycled: a copy returns to the
@@ -158,6 +144,10 @@ class PrivateCopies::Copy final : public CudaRegion {
 // Fills binding.cuda (the public table) and binding.cpu_access for memory in `region`, which
 // the binding keeps alive (producer_slot, imported_slot or keepalive).
 void bind_cuda_region(GstCipcSlotBinding& binding, CudaRegion& region);
+
+// Keeps `keepalive` (which owns a frame's claim) until the reads recorded on `slot` are done,
+// then drops it - sending RELEASE - on a background thread; nobody's thread waits for the GPU.
+void release_when_read(CudaSlotMemory& slot, std::shared_ptr<void> keepalive);
 
 // The CUDA region behind a slot memory, or nullptr.
 CudaRegion* cuda_region_of(GstMemory* mem);

@@ -26,7 +26,6 @@
 #include <gst/video/video.h>
 
 #include <atomic>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -107,13 +106,11 @@ class BufferHold final : public cipc::FrameHold {
 
 class SinkObserver final : public cipc::ProducerObserver {
  public:
-  explicit SinkObserver(GstElement* element, std::function<void(uint64_t)> forget)
-      : element_(element), forget_(std::move(forget)) {}
+  explicit SinkObserver(GstElement* element) : element_(element) {}
   void on_consumer_attached(uint64_t id, pid_t pid) override {
     GST_INFO_OBJECT(element_, "consumer %" G_GUINT64_FORMAT " (pid %d) attached", id, (int)pid);
   }
   void on_consumer_detached(uint64_t id, const std::string& reason, bool problem) override {
-    if (forget_) forget_(id);
     if (problem) {
       GST_ELEMENT_WARNING(element_, RESOURCE, READ,
                           ("A consumer was disconnected: %s.", reason.c_str()), (nullptr));
@@ -124,7 +121,6 @@ class SinkObserver final : public cipc::ProducerObserver {
 
  private:
   GstElement* element_;
-  std::function<void(uint64_t)> forget_;
 };
 
 // Streaming state; created in start(), gone after stop().
@@ -254,7 +250,6 @@ static gboolean gst_cuda_sink_ipc_start(GstBaseSink* sink) {
   const Settings s = snapshot_settings(self);
   State& st = *self->state;
   cipc::ProducerConfig config;
-  std::function<void(uint64_t)> forget;
   if (s.memory == GST_CIPC_MEMORY_CUDA) {
 #ifdef CIPC_HAVE_CUDA
     cipc_cuda::DeviceInfo info;
@@ -287,7 +282,6 @@ static gboolean gst_cuda_sink_ipc_start(GstBaseSink* sink) {
     st.backend = st.cuda;
     config.sync_mode = sync == GST_CIPC_SYNC_CPU ? cipc::SyncMode::kCpu : cipc::SyncMode::kGpuEvents;
     std::copy(info.uuid.begin(), info.uuid.end(), config.gpu_uuid.begin());
-    forget = [backend = st.cuda](uint64_t peer) { backend->forget_peer(peer); };
     GST_INFO_OBJECT(self, "CUDA device %d (%s), sync-mode %s", info.ordinal, info.name.c_str(),
                     sync == GST_CIPC_SYNC_CPU ? "cpu" : "gpu-events");
 #else
@@ -300,7 +294,7 @@ static gboolean gst_cuda_sink_ipc_start(GstBaseSink* sink) {
   } else {
     st.backend = std::make_shared<cipc::HostMemoryBackend>();
   }
-  st.observer = std::make_unique<SinkObserver>(GST_ELEMENT(self), std::move(forget));
+  st.observer = std::make_unique<SinkObserver>(GST_ELEMENT(self));
   config.socket_path = s.socket_path;
   config.socket_mode = s.socket_mode;
   config.allow_other_users = s.allow_other_users;

@@ -555,9 +555,11 @@ static GstFlowReturn copy_on_device(GstCudaSrcIpc* self, cipc::ReceivedFrame& fr
   if (s) s = dst.end_write(stream);
   if (s) s = slot->record_release(stream);
   if (!s) return cuda_failure(self, "Could not copy a frame on the GPU.", s);
-  cipc::EventHandle unused;
-  if (slot->release_event_handle(&unused)) frame.claim->set_fence_recorded();
-  frame.claim.reset();  // RELEASE now: the copy no longer needs the producer's slot
+  // RELEASE as soon as the copy has read the slot, without this thread waiting for it.
+  cipc_gst::release_when_read(
+      *slot, std::make_shared<std::pair<std::shared_ptr<const cipc::ImportedSlot>,
+                                        std::shared_ptr<cipc::FrameClaim>>>(frame.slot,
+                                                                           std::move(frame.claim)));
 
   auto binding = std::make_shared<GstCipcSlotBinding>();
   cipc_gst::bind_cuda_region(*binding, dst);

@@ -36,6 +36,14 @@ GstMemory* make_memory(GstMemory* parent, std::shared_ptr<GstCipcSlotBinding> bi
 
 void slot_free(GstAllocator*, GstMemory* memory) {
   auto* mem = reinterpret_cast<GstCipcSlotMemory*>(memory);
+#ifdef CIPC_HAVE_CUDA
+  // The last memory of a frame whose GPU reads were recorded: RELEASE once they are done.
+  std::shared_ptr<GstCipcSlotBinding>& binding = *mem->binding;
+  if (binding.use_count() == 1 && binding->claim && binding->release_recorded) {
+    if (cipc_gst::CudaSlotMemory* slot = cipc_gst::cuda_slot_of(memory))
+      cipc_gst::release_when_read(*slot, std::move(binding));
+  }
+#endif
   delete mem->binding;  // the last binding reference drops the claim: RELEASE goes out
   g_free(mem);
 }

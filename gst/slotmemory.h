@@ -6,6 +6,7 @@
 
 #include <gst/gst.h>
 
+#include <atomic>
 #include <memory>
 
 #include "consumer.h"
@@ -40,6 +41,8 @@ struct GstCipcSlotBinding {
   bool has_cuda = false;
   GstCudaIpcMemoryInfo cuda{};
   cipc_gst::CudaRegion* region = nullptr;  // kept alive by the slot fields or keepalive
+  // Consumer: a reader recorded its release on the GPU; the claim waits for it (slot_free()).
+  mutable std::atomic<bool> release_recorded{false};
   std::unique_ptr<GstCipcCpuAccess> cpu_access;
   std::shared_ptr<void> keepalive;  // anything else the memory must keep alive
 };

@@ -68,7 +68,7 @@ int produce(const Options& o) {
   // A bounded pool (max = max-in-flight) makes an unpaced producer wait for a free slot, as a
   // real writer would, instead of outrunning the consumer and counting drops.
   constexpr guint kSlots = 8;
-  g_object_set(sink, "socket-path", o.socket.c_str(), "sync", FALSE, "async", FALSE,
+  g_object_set(sink, "socket-path", o.socket.c_str(), "memory", 1 /* host */, "sync", FALSE, "async", FALSE,
                "wait-for-consumer", TRUE, "max-in-flight", kSlots, "pool-size", kSlots,
                "enable-last-sample", FALSE, nullptr);
   static GstStaticPadTemplate src = GST_STATIC_PAD_TEMPLATE("src", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS_ANY);

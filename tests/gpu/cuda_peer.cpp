@@ -282,6 +282,14 @@ int consume(const Options& o) {
     GstSample* sample = gst_app_sink_try_pull_sample(GST_APP_SINK(out), 100 * GST_MSECOND);
     if (!sample) {
       if (gst_app_sink_is_eos(GST_APP_SINK(out))) {
+        // An error ends the stream too: report it, not the EOS that follows it.
+        if (GstMessage* m = gst_bus_timed_pop_filtered(bus, 200 * GST_MSECOND, GST_MESSAGE_ERROR)) {
+          gst_message_parse_error(m, &err, nullptr);
+          printf("ERROR %s\n", err->message);
+          gst_message_unref(m);
+          rc = 2;
+          break;
+        }
         printf("EOS\n");
         break;
       }
