@@ -5,7 +5,12 @@
 //                             --record FILE --sync-mode gpu-events|cpu --device D]
 //   cudaipc-cuda-peer consume --socket P [--frames N --record FILE --io-mode import|copy
 //                             --latency FILE --hold-ms M --timeout-s T --device D
-//                             --max-in-flight M]
+//                             --max-in-flight M --cpu-map 1]
+//   cudaipc-cuda-peer fake-producer --socket P
+//
+// --cpu-map 1 makes the consumer read frames with gst_buffer_map() (checksummed on the CPU), as
+// an element that knows nothing of CUDA would. fake-producer answers HELLO with a WELCOME for
+// CUDA memory on a GPU no machine has, and prints PEER-ERROR <text> for the consumer's answer.
 //
 // The producer is a GPU writer as an upstream element would be: it takes buffers from
 // cudasink-ipc's proposed pool of CUDA slots, fills each on its own stream with a pattern kernel
@@ -27,6 +32,7 @@
 #include <gst/gst.h>
 #include <gst/video/video.h>
 #include <signal.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <time.h>
 
@@ -38,6 +44,7 @@
 #include <thread>
 #include <vector>
 
+#include "channel.h"
 #include "cuda_api.h"
 #include "cudaipc/gstcudaipcmemory.h"
 #include "kernels.h"
@@ -55,6 +62,8 @@ uint64_t now_ns() {
 struct Options {
   std::string mode, socket, record, latency, io_mode = "import", sync_mode = "gpu-events";
   int width = 1920, height = 1080, fps = 0, device = -1, hold_ms = 0, timeout_s = 60, max_in_flight = 8;
+  bool cpu_map = false;  // consume: read frames through gst_buffer_map() (the CPU fallback)
+  std::string gpu_uuid = "random";  // fake-producer: the GPU it claims to use
   long frames = 600;
 };
 
@@ -74,6 +83,7 @@ Options parse(int argc, char** argv) {
     else if (k == "--sync-mode") o.sync_mode = v;
     else if (k == "--device") o.device = std::stoi(v);
     else if (k == "--hold-ms") o.hold_ms = std::stoi(v);
+    else if (k == "--cpu-map") o.cpu_map = v == "1";
     else if (k == "--timeout-s") o.timeout_s = std::stoi(v);
     else if (k == "--max-in-flight") o.max_in_flight = std::stoi(v);
   }
@@ -313,6 +323,21 @@ int consume(const Options& o) {
     gst_cuda_ipc_buffer_get_plane(b, 0, &ptr, &pitch);
     GstVideoInfo vi;
     gst_video_info_from_caps(&vi, gst_sample_get_caps(sample));
+    if (o.cpu_map) {
+      // An element that knows nothing of CUDA: maps the buffer and reads bytes on the CPU.
+      GstMapInfo map;
+      if (!gst_buffer_map(b, &map, GST_MAP_READ)) die("gst_buffer_map of CUDA memory failed");
+      if (st.record)
+        fprintf(st.record, "%llu %llu\n", (unsigned long long)GST_BUFFER_OFFSET(b),
+                (unsigned long long)cipc_cuda::image_checksum_cpu(
+                    map.data + gst_buffer_get_video_meta(b)->offset[0], pitch,
+                    size_t(GST_VIDEO_INFO_WIDTH(&vi)) * 4, GST_VIDEO_INFO_HEIGHT(&vi)));
+      gst_buffer_unmap(b, &map);
+      gst_sample_unref(sample);
+      ++st.frames;
+      printf("FRAME %ld\n", st.frames);
+      continue;
+    }
     if (!gst_cuda_ipc_memory_wait_ready(mem, stream.handle())) die("wait_ready");
     if (st.record)
       fprintf(st.record, "%llu %llu\n", (unsigned long long)GST_BUFFER_OFFSET(b),
@@ -347,14 +372,48 @@ int consume(const Options& o) {
 
 }  // namespace
 
+// A producer that only says WELCOME: CUDA memory on a GPU with the given UUID ("random": one no
+// machine has), so a consumer's GPU check can be tested on a one-GPU machine.
+int fake_producer(const Options& o) {
+  auto listener = cipc::Listener::bind(o.socket, 0600);
+  if (!listener) die(listener.error().message);
+  printf("READY\n");
+  fflush(stdout);
+  cipc::Channel channel;
+  while (!g_stop && listener->accept(channel) != cipc::IoResult::kOk) usleep(10000);
+  cipc::Packet packet;
+  while (!g_stop && channel.receive(packet) == cipc::IoResult::kWouldBlock) usleep(1000);
+  cipc::Welcome w;
+  w.instance_id = 42;
+  w.memory_kind = cipc::MemoryKind::kCuda;
+  w.sync_mode = cipc::SyncMode::kGpuEvents;
+  for (size_t i = 0; i < w.gpu_uuid.size(); ++i) w.gpu_uuid[i] = uint8_t(0xA5 ^ i);
+  channel.send(cipc::Message{w});
+  // Report what the consumer says before it leaves (an ERROR naming the problem).
+  for (int i = 0; i < 500 && !g_stop; ++i) {
+    const cipc::IoResult r = channel.receive(packet);
+    if (r == cipc::IoResult::kOk) {
+      cipc::DecodeResult d = cipc::decode(packet.bytes.data(), packet.bytes.size());
+      if (d && d.message().type() == cipc::MessageType::kError)
+        printf("PEER-ERROR %s\n", std::get<cipc::ErrorMessage>(d.message().body).text.c_str());
+    } else if (r != cipc::IoResult::kWouldBlock) {
+      break;
+    }
+    usleep(10000);
+  }
+  fflush(stdout);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   gst_init(nullptr, nullptr);
   signal(SIGINT, [](int) { g_stop = true; });
   signal(SIGTERM, [](int) { g_stop = true; });
   const Options o = parse(argc, argv);
-  if (o.socket.empty() || (o.mode != "produce" && o.mode != "consume")) {
-    fprintf(stderr, "usage: %s produce|consume --socket PATH [options]\n", argv[0]);
+  if (o.socket.empty() || (o.mode != "produce" && o.mode != "consume" && o.mode != "fake-producer")) {
+    fprintf(stderr, "usage: %s produce|consume|fake-producer --socket PATH [options]\n", argv[0]);
     return 64;
   }
+  if (o.mode == "fake-producer") return fake_producer(o);
   return o.mode == "produce" ? produce(o) : consume(o);
 }

@@ -398,6 +398,27 @@ TEST_F(GpuTwoProcess, FiftyKillRestartCyclesDoNotGrowGpuMemory) {
 // DESIGN 6, GPU mismatch / no usable device: a consumer told to import on a device that does not
 // exist fails with an element error naming the setting, and the producer keeps running; a
 // producer told to allocate on one fails to start with an error saying so.
+// An element that maps CUDA frames for the CPU (gst_buffer_map) reads the right bytes, through
+// the staging download, instead of crashing.
+TEST_F(GpuTwoProcess, CpuMappingOfCudaFramesReadsTheFrame) {
+  const auto stats = run_bit_exact(1280, 720, 120, {}, {"--cpu-map", "1"});
+  EXPECT_EQ(stat_of(stats.second, "downloads"), 0u) << stats.second;
+}
+
+// A producer on a GPU this process cannot see (a fake one: a one-GPU machine has no other): the
+// consumer refuses it with an error naming the reason, and tells the producer why.
+TEST_F(GpuTwoProcess, ProducerOnAnotherGpuIsAClearError) {
+  const std::string sock = path("other-gpu.sock");
+  Process& fake = spawn("fake-producer", "fake-producer", {"--socket", sock});
+  ASSERT_TRUE(fake.wait_line("READY", kStartTimeout));
+  Process& cons = consumer("consumer", {"--socket", sock, "--frames", "10", "--timeout-s", "30"});
+  EXPECT_EQ(cons.wait_exit(kRunTimeout), std::optional<int>(2));
+  const auto error = cons.first("ERROR");
+  ASSERT_TRUE(error) << "the consumer printed no error";
+  EXPECT_TRUE(contains(*error, "GPU is not visible")) << *error;
+  EXPECT_TRUE(fake.wait_line("PEER-ERROR", kEventTimeout)) << "the producer was not told why";
+}
+
 TEST_F(GpuTwoProcess, WrongDeviceIdIsAClearError) {
   const std::string sock = path("device.sock");
   Process& prod = producer("producer", {"--socket", sock, "--frames", "0", "--fps", "60"});

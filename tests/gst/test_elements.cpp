@@ -21,6 +21,9 @@
 #include <thread>
 #include <vector>
 
+#include "channel.h"
+#include "protocol.h"
+
 namespace {
 
 constexpr const char* kCaps = "video/x-raw,format=RGBA,width=64,height=48,framerate=30/1";
@@ -506,6 +509,55 @@ TEST_F(Elements, CudaMemoryWithoutAGpuIsAClearError) {
     gst_object_unref(pipeline);
     EXPECT_NE(::access(socket_.c_str(), F_OK), 0) << "no socket may be left by a failed start";
   }
+}
+
+// A consumer facing a producer that shares CUDA memory, on a machine without a GPU (or without
+// CUDA in the build): a clear error naming the reason, and the producer is told why.
+TEST_F(Elements, ConsumerWithoutGpuRefusesCudaProducerClearly) {
+  if (g_getenv("CUDAIPC_TEST_HAS_GPU")) GTEST_SKIP() << "a GPU is present: covered by tests/gpu";
+  auto listener = cipc::Listener::bind(socket_, 0600);
+  ASSERT_TRUE(listener) << listener.error().message;
+  std::string told;
+  std::thread fake([&] {
+    cipc::Channel channel;
+    for (int i = 0; i < 500 && listener->accept(channel) != cipc::IoResult::kOk; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    cipc::Packet packet;
+    for (int i = 0; i < 500 && channel.receive(packet) != cipc::IoResult::kOk; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    cipc::Welcome w;
+    w.instance_id = 7;
+    w.memory_kind = cipc::MemoryKind::kCuda;
+    w.gpu_uuid.fill(0x5a);
+    channel.send(cipc::Message{w});
+    for (int i = 0; i < 500; ++i) {
+      if (channel.receive(packet) == cipc::IoResult::kOk) {
+        cipc::DecodeResult d = cipc::decode(packet.bytes.data(), packet.bytes.size());
+        if (d && d.message().type() == cipc::MessageType::kError)
+          told = std::get<cipc::ErrorMessage>(d.message().body).text;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  });
+  GstElement* pipeline =
+      gst_parse_launch(("cudasrc-ipc socket-path=" + socket_ + " ! fakesink").c_str(), nullptr);
+  gst_element_set_state(pipeline, GST_STATE_PLAYING);
+  GstBus* bus = gst_element_get_bus(pipeline);
+  GstMessage* m = gst_bus_timed_pop_filtered(bus, 10 * GST_SECOND, GST_MESSAGE_ERROR);
+  ASSERT_NE(m, nullptr);
+  const std::string text = error_text(m);
+#ifdef CIPC_HAVE_CUDA
+  EXPECT_NE(text.find("this process has no CUDA device"), std::string::npos) << text;
+#else
+  EXPECT_NE(text.find("built without CUDA"), std::string::npos) << text;
+#endif
+  gst_message_unref(m);
+  gst_object_unref(bus);
+  gst_element_set_state(pipeline, GST_STATE_NULL);
+  gst_object_unref(pipeline);
+  fake.join();
+  EXPECT_NE(told.find("CUDA"), std::string::npos) << "the producer was not told why: '" << told << "'";
 }
 
 }  // namespace
