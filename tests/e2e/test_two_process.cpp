@@ -30,6 +30,7 @@
 
 #include <gtest/gtest.h>
 
+#include "peer_fixture.h"
 #include "process.h"
 
 namespace {
@@ -38,6 +39,7 @@ using cipc_test::Clock;
 using cipc_test::contains;
 using cipc_test::exists;
 using cipc_test::is_socket;
+using cipc_test::PeerFixture;
 using cipc_test::Process;
 using cipc_test::self_dir;
 using cipc_test::starts_with;
@@ -121,73 +123,10 @@ void expect_same_frames(const std::vector<Record>& produced, const std::vector<R
 
 // ---------------------------------------------------------------------------------------------
 
-class TwoProcess : public ::testing::Test {
+class TwoProcess : public PeerFixture {
  protected:
   void SetUp() override {
-    const char* peer = getenv("CUDAIPC_PEER");
-    peer_ = peer && *peer ? peer : self_dir() + "/cudaipc-e2e-peer";
-    ASSERT_EQ(::access(peer_.c_str(), X_OK), 0)
-        << "peer binary not found at " << peer_ << " (set CUDAIPC_PEER)";
-    const char* plugins = getenv("GST_PLUGIN_PATH");
-    plugin_path_ = plugins && *plugins ? plugins : self_dir() + "/../../gst";
-    char dir[] = "/tmp/cudaipc-e2e-XXXXXX";
-    ASSERT_NE(::mkdtemp(dir), nullptr) << strerror(errno);
-    dir_ = dir;
-  }
-
-  void TearDown() override {
-    // No peer may trip a GLib/GStreamer assertion (g_critical, g_warning) on the way.
-    for (const auto& p : processes_) {
-      const std::string err = p->stderr_text();
-      EXPECT_FALSE(contains(err, "CRITICAL **") || contains(err, "WARNING **"))
-          << p->name() << " logged a GLib critical or warning";
-    }
-    if (HasFailure()) {
-      for (const auto& p : processes_) std::cerr << p->transcript();
-    }
-    processes_.clear();  // kills whatever still runs
-    std::error_code ec;
-    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
-  }
-
-  std::string path(const std::string& name) const { return dir_ + "/" + name; }
-
-  Process& spawn(const std::string& name, const std::string& mode,
-                 const std::vector<std::string>& args) {
-    std::vector<std::string> argv{peer_, mode};
-    argv.insert(argv.end(), args.begin(), args.end());
-    processes_.push_back(std::make_unique<Process>(
-        name, argv,
-        std::map<std::string, std::string>{{"GST_REGISTRY", path("registry.bin")},
-                                           {"GST_PLUGIN_PATH", plugin_path_}}));
-    Process& p = *processes_.back();
-    EXPECT_TRUE(p.started()) << name << ": " << p.start_error();
-    return p;
-  }
-
-  // A producer; waits until it is PLAYING unless told otherwise.
-  Process& producer(const std::string& name, const std::vector<std::string>& args,
-                    bool wait_ready = true) {
-    Process& p = spawn(name, "produce", args);
-    if (wait_ready) {
-      EXPECT_TRUE(p.wait_line("READY", kStartTimeout)) << name << " did not start";
-    }
-    return p;
-  }
-
-  Process& consumer(const std::string& name, const std::vector<std::string>& args) {
-    return spawn(name, "consume", args);
-  }
-
-  // Stops a producer the clean way (SIGINT: EOS to consumers, then stop) and returns its final
-  // STATS line.
-  std::string stop_producer(Process& p) {
-    p.signal(SIGINT);
-    const auto code = p.wait_exit(kExitTimeout);
-    EXPECT_EQ(code, std::optional<int>(0)) << p.name() << " did not stop cleanly";
-    auto stats = p.last("STATS ");
-    EXPECT_TRUE(stats) << p.name() << " printed no final STATS";
-    return stats.value_or("");
+    init_peers("CUDAIPC_PEER", "cudaipc-e2e-peer", "cudaipc-e2e", {kStartTimeout, kExitTimeout});
   }
 
   // Runs one producer and one consumer over `frames` unpaced frames in lockstep and checks
@@ -240,10 +179,6 @@ class TwoProcess : public ::testing::Test {
     return cons.last("LAYOUT").value_or("");
   }
 
-  std::string peer_;
-  std::string plugin_path_;
-  std::string dir_;
-  std::vector<std::unique_ptr<Process>> processes_;
 };
 
 // 300 frames of snow (every frame differs) at full speed reach the other process bit-exact, in

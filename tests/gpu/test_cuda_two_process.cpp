@@ -37,12 +37,14 @@
 
 #include "cuda_api.h"
 #include "kernels.h"
+#include "peer_fixture.h"
 #include "process.h"
 
 namespace {
 
 using cipc_test::Clock;
 using cipc_test::contains;
+using cipc_test::PeerFixture;
 using cipc_test::Process;
 using cipc_test::self_dir;
 using cipc_test::stat_of;
@@ -152,78 +154,13 @@ std::optional<uint64_t> gpu_memory_used_mib() {
 
 // ---------------------------------------------------------------------------------------------
 
-class GpuTwoProcess : public ::testing::Test {
+class GpuTwoProcess : public PeerFixture {
  protected:
   void SetUp() override {
     std::string why;
     if (cipc_cuda::device_count(&why) == 0) GTEST_SKIP() << "no CUDA device: " << why;
-    const char* peer = getenv("CUDAIPC_CUDA_PEER");
-    peer_ = peer && *peer ? peer : self_dir() + "/cudaipc-cuda-peer";
-    ASSERT_EQ(::access(peer_.c_str(), X_OK), 0)
-        << "peer binary not found at " << peer_ << " (set CUDAIPC_CUDA_PEER)";
-    const char* plugins = getenv("GST_PLUGIN_PATH");
-    plugin_path_ = plugins && *plugins ? plugins : self_dir() + "/../../gst";
-    char dir[] = "/tmp/cudaipc-gpu-XXXXXX";
-    ASSERT_NE(::mkdtemp(dir), nullptr) << strerror(errno);
-    dir_ = dir;
-  }
-
-  void TearDown() override {
-    retire_processes();
-    std::error_code ec;
-    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
-  }
-
-  // Checks that no peer tripped a GLib/GStreamer assertion, shows what they said if the test
-  // failed, and forgets them (killing whatever still runs).
-  void retire_processes() {
-    for (const auto& p : processes_) {
-      const std::string err = p->stderr_text();
-      EXPECT_FALSE(contains(err, "CRITICAL **") || contains(err, "WARNING **"))
-          << p->name() << " logged a GLib critical or warning";
-    }
-    if (HasFailure())
-      for (const auto& p : processes_) std::cerr << p->transcript();
-    processes_.clear();
-  }
-
-  std::string path(const std::string& name) const { return dir_ + "/" + name; }
-
-  Process& spawn(const std::string& name, const std::string& mode,
-                 const std::vector<std::string>& args) {
-    std::vector<std::string> argv{peer_, mode};
-    argv.insert(argv.end(), args.begin(), args.end());
-    processes_.push_back(std::make_unique<Process>(
-        name, argv,
-        std::map<std::string, std::string>{{"GST_REGISTRY", path("registry.bin")},
-                                           {"GST_PLUGIN_PATH", plugin_path_}}));
-    Process& p = *processes_.back();
-    EXPECT_TRUE(p.started()) << name << ": " << p.start_error();
-    return p;
-  }
-
-  // A producer; waits until its cudasink-ipc is PLAYING (READY) unless told otherwise.
-  Process& producer(const std::string& name, const std::vector<std::string>& args,
-                    bool wait_ready = true) {
-    Process& p = spawn(name, "produce", args);
-    if (wait_ready) {
-      EXPECT_TRUE(p.wait_line("READY", kStartTimeout)) << name << " did not start";
-    }
-    return p;
-  }
-
-  Process& consumer(const std::string& name, const std::vector<std::string>& args) {
-    return spawn(name, "consume", args);
-  }
-
-  // Stops a producer that runs until SIGINT and returns its final STATS line.
-  std::string stop_producer(Process& p) {
-    p.signal(SIGINT);
-    EXPECT_EQ(p.wait_exit(kExitTimeout), std::optional<int>(0))
-        << p.name() << " did not stop cleanly";
-    const auto stats = p.last("STATS ");
-    EXPECT_TRUE(stats) << p.name() << " printed no final STATS";
-    return stats.value_or("");
+    init_peers("CUDAIPC_CUDA_PEER", "cudaipc-cuda-peer", "cudaipc-gpu",
+               {kStartTimeout, kExitTimeout});
   }
 
   // One producer and one consumer over `frames` unpaced frames of width x height, both recording
@@ -267,10 +204,6 @@ class GpuTwoProcess : public ::testing::Test {
     return {pstats, cstats};
   }
 
-  std::string peer_;
-  std::string plugin_path_;
-  std::string dir_;
-  std::vector<std::unique_ptr<Process>> processes_;
 };
 
 // DESIGN 3 and 5: a GPU writer fills cudasink-ipc's slots, the consumer imports each slot once
