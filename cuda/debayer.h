@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// Bayer RAW10 -> BGRA8 demosaic ("debayer", DESIGN.md section 8): the parameters and the CPU
+// reference, which is the oracle the GPU kernel is tested against. Plain C++, no CUDA.
+//
+// The math, per output pixel (r, c), 0 <= r < height, 0 <= c < width:
+//
+// 1. Raw value. The input word w(r, c) is the 16-bit little-endian word at
+//    in + r * in_pitch + 2 * c. Its 10-bit value is v = w & 0x3FF (BitAlignment::kLsb, V4L2
+//    RG10: 6 high bits zero) or v = w >> 6 (kMsb, Jetson VI5: D9..D0 at bits 15..6; the low 6
+//    bits, zero or replicated MSBs, are ignored). With b = black_level (clamped to <= 1022):
+//        s(r, c) = max(v - b, 0) / (1023 - b)          (float)
+// 2. White balance on the mosaic, before demosaic: s(r, c) *= wb_red, wb_green or wb_blue,
+//    according to the CFA colour of (r, c) (`phase` gives the colours of the 2x2 tile:
+//    top-left, top-right / bottom-left, bottom-right; the tile repeats from (0, 0)).
+// 3. Demosaic of that white-balanced mosaic m. Samples outside the image are read with mirror
+//    indexing that does not repeat the edge (reflect-101: -1 -> 1, -2 -> 2, n -> n-2,
+//    n+1 -> n-3, repeated as needed, so n = 2 works too); this keeps the CFA phase. For a
+//    dimension of 1 the index is clamped instead (0), which does not keep the phase: the output
+//    is finite but its colours are meaningless. Notation at (r, c), C = m(r, c):
+//        H1 = m(r, c-1) + m(r, c+1)      V1 = m(r-1, c) + m(r+1, c)
+//        H2 = m(r, c-2) + m(r, c+2)      V2 = m(r-2, c) + m(r+2, c)
+//        D  = m(r-1, c-1) + m(r-1, c+1) + m(r+1, c-1) + m(r+1, c+1)
+//    At an R or B site (X its colour, Y the other chroma colour):
+//        bilinear:  X = C,  G = (H1 + V1) / 4,                  Y = D / 4
+//        MHC:       X = C,  G = (4C + 2(H1 + V1) - (H2 + V2)) / 8,
+//                           Y = (6C + 2D - 3/2 (H2 + V2)) / 8
+//    At a G site, P the colour of its row neighbours, Q the colour of its column neighbours:
+//        bilinear:  G = C,  P = H1 / 2,  Q = V1 / 2
+//        MHC:       G = C,  P = (5C + 4 H1 - H2 - D + V2 / 2) / 8,
+//                           Q = (5C + 4 V1 - V2 - D + H2 / 2) / 8
+//    (Malvar, He, Cutler, "High-quality linear interpolation for demosaicing of
+//    Bayer-patterned color images", ICASSP 2004; every kernel's weights sum to 8, so flat
+//    fields and linear gradients are reproduced exactly.)
+// 4. Each of R, G, B: x = clamp(gain * x, 0, 1) (NaN -> 0), then
+//    out = table[lroundf(x * 4095)] with table = make_transfer_table(transfer, gamma);
+//    written as bytes B, G, R, 255 at out + r * out_pitch + 4 * c. Nothing else is written.
+//
+// Transfer tables: entry i (0..4095), x = i / 4095, y =
+//    kLinear: x;   kPower: x^(1/gamma) (gamma <= 0 or not finite: treated as 1);
+//    kSrgb (IEC 61966-2-1): x <= 0.0031308 ? 12.92 x : 1.055 x^(1/2.4) - 0.055;
+// entry = round(255 * y), computed in double.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+namespace cipc_cuda {
+
+// Colour of the 2x2 tile's top-left, top-right / bottom-left, bottom-right.
+enum class BayerPhase { kRGGB, kBGGR, kGRBG, kGBRG };
+// Where the 10 bits lie in the 16-bit word: bits 9..0 (V4L2 RG10) or 15..6 (Jetson VI).
+enum class BitAlignment { kLsb, kMsb };
+// Bilinear (3x3) or Malvar-He-Cutler (5x5).
+enum class Demosaic { kBilinear, kMhc };
+enum class Transfer { kSrgb, kLinear, kPower };
+
+struct DebayerParams {
+  BayerPhase phase = BayerPhase::kRGGB;
+  BitAlignment alignment = BitAlignment::kLsb;
+  Demosaic method = Demosaic::kMhc;
+  uint16_t black_level = 0;  // 10-bit units, < 1023 (larger values are treated as 1022)
+  float wb_red = 1.0f;       // white-balance gains, applied to the mosaic
+  float wb_green = 1.0f;
+  float wb_blue = 1.0f;
+  float gain = 1.0f;  // overall gain after demosaic
+  Transfer transfer = Transfer::kSrgb;
+  float gamma = 2.2f;  // used by Transfer::kPower: out = x^(1/gamma)
+};
+
+constexpr int kTransferTableSize = 4096;
+
+// Maps round(x * 4095), x in [0, 1], to the 8-bit output code (see above).
+std::array<uint8_t, kTransferTableSize> make_transfer_table(Transfer t, float gamma);
+
+// in: rows of 16-bit little-endian words, `in_pitch` bytes apart (>= 2 * width);
+// out: BGRA8 (A = 255), `out_pitch` bytes apart (>= 4 * width). Padding is neither read nor
+// written. Does nothing when a pointer is null or width or height is < 1.
+void debayer_cpu(const uint8_t* in, size_t in_pitch, uint8_t* out, size_t out_pitch, int width,
+                 int height, const DebayerParams& p);
+
+}  // namespace cipc_cuda

@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// CPU reference of the debayer (the math is documented in debayer.h): written for clarity, the
+// oracle of the GPU kernel's tests.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "debayer.h"
+
+namespace cipc_cuda {
+
+namespace {
+
+enum Color { kRed = 0, kGreen = 1, kBlue = 2 };
+
+// Colour of the CFA sample at (row parity, column parity).
+Color cfa_color(BayerPhase phase, int r, int c) {
+  static constexpr Color kTiles[4][2][2] = {
+      {{kRed, kGreen}, {kGreen, kBlue}},  // RGGB
+      {{kBlue, kGreen}, {kGreen, kRed}},  // BGGR
+      {{kGreen, kRed}, {kBlue, kGreen}},  // GRBG
+      {{kGreen, kBlue}, {kRed, kGreen}},  // GBRG
+  };
+  return kTiles[static_cast<int>(phase)][r & 1][c & 1];
+}
+
+// Reflect-101 index into [0, n): -1 -> 1, n -> n - 2, periodic with period 2(n - 1), which
+// is even, so the parity (the CFA phase) is kept. n == 1: clamp to 0.
+int mirror(int i, int n) {
+  if (n <= 1) return 0;
+  const int period = 2 * (n - 1);
+  i %= period;
+  if (i < 0) i += period;
+  return i < n ? i : period - i;
+}
+
+float clamp01(float x) {
+  return x > 0.0f ? (x < 1.0f ? x : 1.0f) : 0.0f;
+}  // NaN -> 0
+
+}  // namespace
+
+std::array<uint8_t, kTransferTableSize> make_transfer_table(Transfer t, float gamma) {
+  std::array<uint8_t, kTransferTableSize> table{};
+  const double g = (std::isfinite(gamma) && gamma > 0.0f) ? static_cast<double>(gamma) : 1.0;
+  for (int i = 0; i < kTransferTableSize; ++i) {
+    const double x = static_cast<double>(i) / (kTransferTableSize - 1);
+    double y = x;
+    switch (t) {
+      case Transfer::kLinear:
+        y = x;
+        break;
+      case Transfer::kPower:
+        y = std::pow(x, 1.0 / g);
+        break;
+      case Transfer::kSrgb:
+        y = x <= 0.0031308 ? 12.92 * x : 1.055 * std::pow(x, 1.0 / 2.4) - 0.055;
+        break;
+    }
+    const long code = std::lround(255.0 * y);
+    table[i] = static_cast<uint8_t>(std::clamp(code, 0l, 255l));
+  }
+  return table;
+}
+
+void debayer_cpu(const uint8_t* in, size_t in_pitch, uint8_t* out, size_t out_pitch, int width,
+                 int height, const DebayerParams& p) {
+  if (!in || !out || width < 1 || height < 1) return;
+  const auto table = make_transfer_table(p.transfer, p.gamma);
+  const int black = std::min<int>(p.black_level, 1022);
+  const float scale = 1.0f / static_cast<float>(1023 - black);
+  const float wb[3] = {p.wb_red, p.wb_green, p.wb_blue};
+
+  // Steps 1 and 2: the white-balanced linear mosaic.
+  const size_t w = static_cast<size_t>(width);
+  std::vector<float> mosaic(w * static_cast<size_t>(height));
+  for (int r = 0; r < height; ++r) {
+    const uint8_t* row = in + static_cast<size_t>(r) * in_pitch;
+    for (int c = 0; c < width; ++c) {
+      const uint32_t word =
+          static_cast<uint32_t>(row[2 * c]) | (static_cast<uint32_t>(row[2 * c + 1]) << 8);
+      const int v =
+          static_cast<int>(p.alignment == BitAlignment::kLsb ? (word & 0x3FFu) : (word >> 6));
+      const float s = static_cast<float>(std::max(v - black, 0)) * scale;
+      mosaic[static_cast<size_t>(r) * w + static_cast<size_t>(c)] =
+          s * wb[cfa_color(p.phase, r, c)];
+    }
+  }
+  auto m = [&](int r, int c) {
+    return mosaic[static_cast<size_t>(mirror(r, height)) * w +
+                  static_cast<size_t>(mirror(c, width))];
+  };
+
+  // Step 3: demosaic; step 4: gain, clamp, transfer, BGRA.
+  const bool mhc = p.method == Demosaic::kMhc;
+  for (int r = 0; r < height; ++r) {
+    uint8_t* row = out + static_cast<size_t>(r) * out_pitch;
+    for (int c = 0; c < width; ++c) {
+      const float C = m(r, c);
+      const float H1 = m(r, c - 1) + m(r, c + 1);
+      const float V1 = m(r - 1, c) + m(r + 1, c);
+      const float D = m(r - 1, c - 1) + m(r - 1, c + 1) + m(r + 1, c - 1) + m(r + 1, c + 1);
+      float H2 = 0.0f;
+      float V2 = 0.0f;
+      if (mhc) {
+        H2 = m(r, c - 2) + m(r, c + 2);
+        V2 = m(r - 2, c) + m(r + 2, c);
+      }
+      float rgb[3];
+      const Color here = cfa_color(p.phase, r, c);
+      if (here != kGreen) {
+        const Color other = here == kRed ? kBlue : kRed;
+        rgb[here] = C;
+        if (mhc) {
+          rgb[kGreen] = (4.0f * C + 2.0f * (H1 + V1) - (H2 + V2)) / 8.0f;
+          rgb[other] = (6.0f * C + 2.0f * D - 1.5f * (H2 + V2)) / 8.0f;
+        } else {
+          rgb[kGreen] = (H1 + V1) / 4.0f;
+          rgb[other] = D / 4.0f;
+        }
+      } else {
+        const Color row_color = cfa_color(p.phase, r, c + 1);  // colour of the row neighbours
+        const Color col_color = row_color == kRed ? kBlue : kRed;
+        rgb[kGreen] = C;
+        if (mhc) {
+          rgb[row_color] = (5.0f * C + 4.0f * H1 - H2 - D + 0.5f * V2) / 8.0f;
+          rgb[col_color] = (5.0f * C + 4.0f * V1 - V2 - D + 0.5f * H2) / 8.0f;
+        } else {
+          rgb[row_color] = H1 / 2.0f;
+          rgb[col_color] = V1 / 2.0f;
+        }
+      }
+      uint8_t code[3];
+      for (int k = 0; k < 3; ++k) {
+        const float x = clamp01(p.gain * rgb[k]);
+        code[k] = table[static_cast<size_t>(std::lroundf(x * 4095.0f))];
+      }
+      uint8_t* px = row + 4 * static_cast<size_t>(c);
+      px[0] = code[kBlue];
+      px[1] = code[kGreen];
+      px[2] = code[kRed];
+      px[3] = 255;
+    }
+  }
+}
+
+}  // namespace cipc_cuda
