@@ -68,6 +68,20 @@ struct DebayerParams {
   float gamma = 2.2f;  // used by Transfer::kPower: out = x^(1/gamma)
 };
 
+// Colour channel of a CFA sample: 0 red, 1 green, 2 blue.
+enum CfaColor { kCfaRed = 0, kCfaGreen = 1, kCfaBlue = 2 };
+
+// Colour of the CFA sample at row r, column c for a phase (the 2x2 tile repeats from (0, 0)).
+inline CfaColor cfa_color(BayerPhase phase, int r, int c) {
+  static constexpr CfaColor kTiles[4][2][2] = {
+      {{kCfaRed, kCfaGreen}, {kCfaGreen, kCfaBlue}},  // RGGB
+      {{kCfaBlue, kCfaGreen}, {kCfaGreen, kCfaRed}},  // BGGR
+      {{kCfaGreen, kCfaRed}, {kCfaBlue, kCfaGreen}},  // GRBG
+      {{kCfaGreen, kCfaBlue}, {kCfaRed, kCfaGreen}},  // GBRG
+  };
+  return kTiles[static_cast<int>(phase)][r & 1][c & 1];
+}
+
 constexpr int kTransferTableSize = 4096;
 
 // Maps round(x * 4095), x in [0, 1], to the 8-bit output code (see above).

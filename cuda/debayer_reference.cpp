@@ -14,18 +14,8 @@ namespace cipc_cuda {
 
 namespace {
 
-enum Color { kRed = 0, kGreen = 1, kBlue = 2 };
-
-// Colour of the CFA sample at (row parity, column parity).
-Color cfa_color(BayerPhase phase, int r, int c) {
-  static constexpr Color kTiles[4][2][2] = {
-      {{kRed, kGreen}, {kGreen, kBlue}},  // RGGB
-      {{kBlue, kGreen}, {kGreen, kRed}},  // BGGR
-      {{kGreen, kRed}, {kBlue, kGreen}},  // GRBG
-      {{kGreen, kBlue}, {kRed, kGreen}},  // GBRG
-  };
-  return kTiles[static_cast<int>(phase)][r & 1][c & 1];
-}
+using Color = CfaColor;
+constexpr Color kRed = kCfaRed, kGreen = kCfaGreen, kBlue = kCfaBlue;
 
 // Reflect-101 index into [0, n): -1 -> 1, n -> n - 2, periodic with period 2(n - 1), which
 // is even, so the parity (the CFA phase) is kept. n == 1: clamp to 0.

@@ -4,6 +4,9 @@
 // clear error instead.
 #include <gst/gst.h>
 
+#ifdef CIPC_HAVE_CUDA
+#include "gstbgratorg10.h"
+#endif
 #include "gstcudasinkipc.h"
 #include "gstcudasrcipc.h"
 #include "slotmemory.h"
@@ -16,6 +19,9 @@ static gboolean plugin_init(GstPlugin* plugin) {
   gst_cipc_slot_allocator_get();  // registers the slot allocator by name
   gboolean ok = GST_ELEMENT_REGISTER(cudasink_ipc, plugin);
   ok &= GST_ELEMENT_REGISTER(cudasrc_ipc, plugin);
+#ifdef CIPC_HAVE_CUDA
+  ok &= GST_ELEMENT_REGISTER(bgratorg10, plugin);  // needs the CUDA layer's CPU mosaic
+#endif
   return ok;
 }
 

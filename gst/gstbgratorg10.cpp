@@ -1,0 +1,445 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/**
+ * SECTION:element-bgratorg10
+ * @title: bgratorg10
+ *
+ * A camera simulator on the CPU: mosaics 8-bit colour video into 10-bit Bayer samples
+ * (video/x-bayer, rggb10le, bggr10le, grbg10le or gbrg10le, one 16-bit little-endian word per
+ * sample), so that a test source can stand in for a RAW10 camera in front of a debayer. The
+ * CFA phase is the output format, chosen by downstream (rggb10le when it does not care).
+ *
+ * Each 8-bit channel is taken as linear light, divided by its colour's white-balance gain
+ * (the camera's response: a debayer applying the same gains restores the scene), clamped to
+ * full scale and scaled into [black-level, 1023]. The 10 bits are written in bits 9..0 (V4L2
+ * RG10) or bits 15..6 (as the Jetson capture hardware writes them). Output rows are
+ * GST_ROUND_UP_4 (width) * 2 bytes apart. The math is documented in cuda/mosaic.h.
+ *
+ * ## Example launch line
+ * |[
+ * gst-launch-1.0 videotestsrc ! video/x-raw,format=BGRx,width=1920,height=1080 ! \
+ *     bgratorg10 black-level=64 wb-red=1.8 wb-blue=1.5 ! video/x-bayer,format=bggr10le ! fakesink
+ * ]|
+ *
+ * Since: 0.1
+ */
+#include "gstbgratorg10.h"
+
+#include <gst/video/video.h>
+
+#include <cstring>
+
+#include "mosaic.h"
+
+GST_DEBUG_CATEGORY_STATIC(gst_cipc_bgra_to_rg10_debug);
+#define GST_CAT_DEFAULT gst_cipc_bgra_to_rg10_debug
+
+enum {
+  PROP_0,
+  PROP_BIT_ALIGNMENT,
+  PROP_BLACK_LEVEL,
+  PROP_WB_RED,
+  PROP_WB_GREEN,
+  PROP_WB_BLUE,
+};
+
+typedef enum {
+  GST_CIPC_BIT_ALIGNMENT_LSB = 0,
+  GST_CIPC_BIT_ALIGNMENT_MSB = 1,
+} GstCipcBitAlignmentValue;
+
+#define DEFAULT_BIT_ALIGNMENT GST_CIPC_BIT_ALIGNMENT_LSB
+#define DEFAULT_BLACK_LEVEL 0
+#define MAX_BLACK_LEVEL 1022
+#define DEFAULT_WB 1.0
+#define MIN_WB 0.01
+#define MAX_WB 100.0
+
+#define SINK_FORMATS "{ BGRA, BGRx, RGBA, RGBx, RGB, BGR }"
+#define SRC_FORMATS "{ rggb10le, bggr10le, grbg10le, gbrg10le }"
+
+namespace {
+
+struct Settings {
+  GstCipcBitAlignmentValue bit_alignment = DEFAULT_BIT_ALIGNMENT;
+  guint black_level = DEFAULT_BLACK_LEVEL;
+  gdouble wb_red = DEFAULT_WB;
+  gdouble wb_green = DEFAULT_WB;
+  gdouble wb_blue = DEFAULT_WB;
+};
+
+// Negotiated formats; set in set_caps, read by the streaming thread.
+struct State {
+  GstVideoInfo in_info;
+  cipc_cuda::MosaicInput input = cipc_cuda::MosaicInput::kBgra;
+  cipc_cuda::BayerPhase phase = cipc_cuda::BayerPhase::kRGGB;
+  gsize out_stride = 0;
+  bool configured = false;
+};
+
+// Named for this element: enums.cpp (shared by the elements) has no bit-alignment type yet.
+GType bit_alignment_get_type() {
+  static GType type = [] {
+    static const GEnumValue values[] = {
+        {GST_CIPC_BIT_ALIGNMENT_LSB, "10 bits in bits 9..0 of the 16-bit word (V4L2 RG10)", "lsb"},
+        {GST_CIPC_BIT_ALIGNMENT_MSB,
+         "10 bits in bits 15..6, low 6 bits zero (as Jetson capture hardware writes them)", "msb"},
+        {0, nullptr, nullptr}};
+    return g_enum_register_static("GstCipcBgraToRg10BitAlignment", values);
+  }();
+  return type;
+}
+
+struct FormatPhase {
+  const char* name;
+  cipc_cuda::BayerPhase phase;
+};
+constexpr FormatPhase kBayerFormats[] = {
+    {"rggb10le", cipc_cuda::BayerPhase::kRGGB},
+    {"bggr10le", cipc_cuda::BayerPhase::kBGGR},
+    {"grbg10le", cipc_cuda::BayerPhase::kGRBG},
+    {"gbrg10le", cipc_cuda::BayerPhase::kGBRG},
+};
+
+bool input_of(GstVideoFormat f, cipc_cuda::MosaicInput* out) {
+  switch (f) {
+    case GST_VIDEO_FORMAT_BGRA:
+    case GST_VIDEO_FORMAT_BGRx:
+      *out = cipc_cuda::MosaicInput::kBgra;
+      return true;
+    case GST_VIDEO_FORMAT_RGBA:
+    case GST_VIDEO_FORMAT_RGBx:
+      *out = cipc_cuda::MosaicInput::kRgba;
+      return true;
+    case GST_VIDEO_FORMAT_RGB:
+      *out = cipc_cuda::MosaicInput::kRgb;
+      return true;
+    case GST_VIDEO_FORMAT_BGR:
+      *out = cipc_cuda::MosaicInput::kBgr;
+      return true;
+    default:
+      return false;
+  }
+}
+
+gsize bayer_stride(gint width) {
+  return static_cast<gsize>(GST_ROUND_UP_4(width)) * 2;
+}
+
+// Frame size of fixed video/x-bayer caps; false if they lack a positive width or height.
+bool bayer_frame_size(GstCaps* caps, gsize* size) {
+  if (!caps || gst_caps_is_empty(caps)) return false;
+  const GstStructure* s = gst_caps_get_structure(caps, 0);
+  gint width = 0, height = 0;
+  if (!gst_structure_get_int(s, "width", &width) || !gst_structure_get_int(s, "height", &height) ||
+      width < 1 || height < 1)
+    return false;
+  *size = bayer_stride(width) * static_cast<gsize>(height);
+  return true;
+}
+
+}  // namespace
+
+struct _GstCipcBgraToRg10 {
+  GstBaseTransform parent;
+  Settings* settings;  // under the object lock
+  State* state;        // set_caps and the streaming thread
+};
+
+static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE(
+    "sink", GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS(GST_VIDEO_CAPS_MAKE(SINK_FORMATS)));
+
+static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE(
+    "src", GST_PAD_SRC, GST_PAD_ALWAYS,
+    GST_STATIC_CAPS("video/x-bayer, format = (string) " SRC_FORMATS
+                    ", width = (int) [ 1, max ], height = (int) [ 1, max ], "
+                    "framerate = (fraction) [ 0, max ]"));
+
+G_DEFINE_TYPE(GstCipcBgraToRg10, gst_cipc_bgra_to_rg10, GST_TYPE_BASE_TRANSFORM)
+GST_ELEMENT_REGISTER_DEFINE(bgratorg10, "bgratorg10", GST_RANK_NONE, GST_TYPE_CIPC_BGRA_TO_RG10)
+
+static Settings snapshot_settings(GstCipcBgraToRg10* self) {
+  GST_OBJECT_LOCK(self);
+  Settings s = *self->settings;
+  GST_OBJECT_UNLOCK(self);
+  return s;
+}
+
+static void gst_cipc_bgra_to_rg10_set_property(GObject* object, guint prop_id, const GValue* value,
+                                               GParamSpec* pspec) {
+  auto* self = GST_CIPC_BGRA_TO_RG10(object);
+  GST_OBJECT_LOCK(self);
+  Settings& s = *self->settings;
+  switch (prop_id) {
+    case PROP_BIT_ALIGNMENT:
+      s.bit_alignment = static_cast<GstCipcBitAlignmentValue>(g_value_get_enum(value));
+      break;
+    case PROP_BLACK_LEVEL:
+      s.black_level = g_value_get_uint(value);
+      break;
+    case PROP_WB_RED:
+      s.wb_red = g_value_get_double(value);
+      break;
+    case PROP_WB_GREEN:
+      s.wb_green = g_value_get_double(value);
+      break;
+    case PROP_WB_BLUE:
+      s.wb_blue = g_value_get_double(value);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK(self);
+}
+
+static void gst_cipc_bgra_to_rg10_get_property(GObject* object, guint prop_id, GValue* value,
+                                               GParamSpec* pspec) {
+  auto* self = GST_CIPC_BGRA_TO_RG10(object);
+  GST_OBJECT_LOCK(self);
+  const Settings& s = *self->settings;
+  switch (prop_id) {
+    case PROP_BIT_ALIGNMENT:
+      g_value_set_enum(value, s.bit_alignment);
+      break;
+    case PROP_BLACK_LEVEL:
+      g_value_set_uint(value, s.black_level);
+      break;
+    case PROP_WB_RED:
+      g_value_set_double(value, s.wb_red);
+      break;
+    case PROP_WB_GREEN:
+      g_value_set_double(value, s.wb_green);
+      break;
+    case PROP_WB_BLUE:
+      g_value_set_double(value, s.wb_blue);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK(self);
+}
+
+static void gst_cipc_bgra_to_rg10_finalize(GObject* object) {
+  auto* self = GST_CIPC_BGRA_TO_RG10(object);
+  delete self->settings;
+  delete self->state;
+  G_OBJECT_CLASS(gst_cipc_bgra_to_rg10_parent_class)->finalize(object);
+}
+
+// Sink -> src: the same size and rate as video/x-bayer in any of the four phases; src -> sink:
+// the same size and rate in any of the input formats.
+static GstCaps* gst_cipc_bgra_to_rg10_transform_caps(GstBaseTransform* trans,
+                                                     GstPadDirection direction, GstCaps* caps,
+                                                     GstCaps* filter) {
+  GstCaps* other = gst_caps_new_empty();
+  const char* media_type = direction == GST_PAD_SINK ? "video/x-bayer" : "video/x-raw";
+  const char* formats = direction == GST_PAD_SINK ? SRC_FORMATS : SINK_FORMATS;
+  GValue format_list = G_VALUE_INIT;
+  g_value_init(&format_list, GST_TYPE_LIST);
+  gst_value_deserialize(&format_list, formats);
+  for (guint i = 0; i < gst_caps_get_size(caps); ++i) {
+    const GstStructure* in = gst_caps_get_structure(caps, i);
+    GstStructure* out = gst_structure_new_empty(media_type);
+    gst_structure_set_value(out, "format", &format_list);
+    for (const char* field : {"width", "height", "framerate"}) {
+      const GValue* v = gst_structure_get_value(in, field);
+      if (v) gst_structure_set_value(out, field, v);
+    }
+    other = gst_caps_merge_structure(other, out);
+  }
+  g_value_unset(&format_list);
+
+  if (filter) {
+    GstCaps* filtered = gst_caps_intersect_full(filter, other, GST_CAPS_INTERSECT_FIRST);
+    gst_caps_unref(other);
+    other = filtered;
+  }
+  GST_DEBUG_OBJECT(trans, "%s %" GST_PTR_FORMAT " -> %" GST_PTR_FORMAT,
+                   direction == GST_PAD_SINK ? "sink" : "src", caps, other);
+  return other;
+}
+
+static gboolean gst_cipc_bgra_to_rg10_set_caps(GstBaseTransform* trans, GstCaps* incaps,
+                                               GstCaps* outcaps) {
+  auto* self = GST_CIPC_BGRA_TO_RG10(trans);
+  State& st = *self->state;
+  st.configured = false;
+  if (!gst_video_info_from_caps(&st.in_info, incaps) ||
+      !input_of(GST_VIDEO_INFO_FORMAT(&st.in_info), &st.input)) {
+    GST_ERROR_OBJECT(self, "unsupported input caps %" GST_PTR_FORMAT, incaps);
+    return FALSE;
+  }
+  const GstStructure* s = gst_caps_get_structure(outcaps, 0);
+  const char* format = gst_structure_get_string(s, "format");
+  gint width = 0, height = 0;
+  bool known = false;
+  for (const FormatPhase& f : kBayerFormats)
+    if (format && std::strcmp(format, f.name) == 0) {
+      st.phase = f.phase;
+      known = true;
+    }
+  if (!known || !gst_structure_get_int(s, "width", &width) ||
+      !gst_structure_get_int(s, "height", &height) || width != GST_VIDEO_INFO_WIDTH(&st.in_info) ||
+      height != GST_VIDEO_INFO_HEIGHT(&st.in_info)) {
+    GST_ERROR_OBJECT(self, "unsupported output caps %" GST_PTR_FORMAT, outcaps);
+    return FALSE;
+  }
+  st.out_stride = bayer_stride(width);
+  st.configured = true;
+  GST_INFO_OBJECT(self, "%s %dx%d -> %s, %" G_GSIZE_FORMAT " bytes per row",
+                  GST_VIDEO_INFO_NAME(&st.in_info), width, height, format, st.out_stride);
+  return TRUE;
+}
+
+static gboolean gst_cipc_bgra_to_rg10_transform_size(GstBaseTransform* trans,
+                                                     GstPadDirection direction, GstCaps* caps,
+                                                     gsize size, GstCaps* othercaps,
+                                                     gsize* othersize) {
+  (void)caps;
+  (void)size;
+  if (direction == GST_PAD_SINK) {
+    if (bayer_frame_size(othercaps, othersize)) return TRUE;
+  } else {
+    GstVideoInfo info;
+    if (gst_video_info_from_caps(&info, othercaps)) {
+      *othersize = GST_VIDEO_INFO_SIZE(&info);
+      return TRUE;
+    }
+  }
+  GST_DEBUG_OBJECT(trans, "cannot size a buffer for %" GST_PTR_FORMAT, othercaps);
+  return FALSE;
+}
+
+static gboolean gst_cipc_bgra_to_rg10_get_unit_size(GstBaseTransform* trans, GstCaps* caps,
+                                                    gsize* size) {
+  (void)trans;
+  if (bayer_frame_size(caps, size)) return TRUE;
+  GstVideoInfo info;
+  if (!gst_video_info_from_caps(&info, caps)) return FALSE;
+  *size = GST_VIDEO_INFO_SIZE(&info);
+  return TRUE;
+}
+
+static GstFlowReturn gst_cipc_bgra_to_rg10_transform(GstBaseTransform* trans, GstBuffer* inbuf,
+                                                     GstBuffer* outbuf) {
+  auto* self = GST_CIPC_BGRA_TO_RG10(trans);
+  State& st = *self->state;
+  if (!st.configured) return GST_FLOW_NOT_NEGOTIATED;
+  const Settings s = snapshot_settings(self);
+
+  const gint width = GST_VIDEO_INFO_WIDTH(&st.in_info);
+  const gint height = GST_VIDEO_INFO_HEIGHT(&st.in_info);
+  const gsize needed = st.out_stride * static_cast<gsize>(height);
+
+  GstVideoFrame in_frame;
+  if (!gst_video_frame_map(&in_frame, &st.in_info, inbuf, GST_MAP_READ)) {
+    GST_ELEMENT_ERROR(self, STREAM, FAILED, ("Could not read an input frame."),
+                      ("the buffer does not match the negotiated %s %dx%d",
+                       GST_VIDEO_INFO_NAME(&st.in_info), width, height));
+    return GST_FLOW_ERROR;
+  }
+  GstMapInfo out_map;
+  if (!gst_buffer_map(outbuf, &out_map, GST_MAP_WRITE)) {
+    gst_video_frame_unmap(&in_frame);
+    GST_ELEMENT_ERROR(self, RESOURCE, WRITE, ("Could not write an output buffer."), (nullptr));
+    return GST_FLOW_ERROR;
+  }
+  if (out_map.size < needed) {
+    gst_buffer_unmap(outbuf, &out_map);
+    gst_video_frame_unmap(&in_frame);
+    GST_ELEMENT_ERROR(
+        self, STREAM, FAILED, ("An output buffer is too small for the frame."),
+        ("%" G_GSIZE_FORMAT " bytes, %" G_GSIZE_FORMAT " needed", out_map.size, needed));
+    return GST_FLOW_ERROR;
+  }
+
+  cipc_cuda::MosaicParams p;
+  p.phase = st.phase;
+  p.alignment = s.bit_alignment == GST_CIPC_BIT_ALIGNMENT_MSB ? cipc_cuda::BitAlignment::kMsb
+                                                              : cipc_cuda::BitAlignment::kLsb;
+  p.black_level = static_cast<uint16_t>(s.black_level);
+  p.wb_red = static_cast<float>(s.wb_red);
+  p.wb_green = static_cast<float>(s.wb_green);
+  p.wb_blue = static_cast<float>(s.wb_blue);
+  const auto* in = static_cast<const uint8_t*>(GST_VIDEO_FRAME_PLANE_DATA(&in_frame, 0));
+  const auto in_pitch = static_cast<size_t>(GST_VIDEO_FRAME_PLANE_STRIDE(&in_frame, 0));
+  // Row padding (when width is not a multiple of 4) is zeroed so no stale memory leaks out.
+  if (st.out_stride != static_cast<gsize>(width) * 2) std::memset(out_map.data, 0, needed);
+  cipc_cuda::mosaic_cpu(in, in_pitch, static_cast<int>(st.input), out_map.data, st.out_stride,
+                        width, height, p);
+
+  gst_buffer_unmap(outbuf, &out_map);
+  gst_video_frame_unmap(&in_frame);
+  return GST_FLOW_OK;
+}
+
+static void gst_cipc_bgra_to_rg10_class_init(GstCipcBgraToRg10Class* klass) {
+  auto* object_class = G_OBJECT_CLASS(klass);
+  auto* element_class = GST_ELEMENT_CLASS(klass);
+  auto* trans_class = GST_BASE_TRANSFORM_CLASS(klass);
+  object_class->set_property = gst_cipc_bgra_to_rg10_set_property;
+  object_class->get_property = gst_cipc_bgra_to_rg10_get_property;
+  object_class->finalize = gst_cipc_bgra_to_rg10_finalize;
+
+  const auto rw_playing = static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
+                                                   GST_PARAM_MUTABLE_PLAYING);
+
+  g_object_class_install_property(
+      object_class, PROP_BIT_ALIGNMENT,
+      g_param_spec_enum("bit-alignment", "Bit alignment",
+                        "Where the 10 bits lie in each 16-bit little-endian word: bits 9..0 "
+                        "(lsb, V4L2 RG10) or bits 15..6 with the low 6 bits zero (msb, as the "
+                        "Jetson capture hardware writes them)",
+                        bit_alignment_get_type(), DEFAULT_BIT_ALIGNMENT, rw_playing));
+  g_object_class_install_property(
+      object_class, PROP_BLACK_LEVEL,
+      g_param_spec_uint("black-level", "Black level",
+                        "Sensor black level in 10-bit codes (0..1022): black maps to this code "
+                        "and full scale to 1023",
+                        0, MAX_BLACK_LEVEL, DEFAULT_BLACK_LEVEL, rw_playing));
+  g_object_class_install_property(
+      object_class, PROP_WB_RED,
+      g_param_spec_double("wb-red", "White balance red",
+                          "Simulated sensor response of the red samples: each is divided by "
+                          "this gain (0.01..100), so a debayer applying the same gain restores "
+                          "the scene",
+                          MIN_WB, MAX_WB, DEFAULT_WB, rw_playing));
+  g_object_class_install_property(
+      object_class, PROP_WB_GREEN,
+      g_param_spec_double("wb-green", "White balance green",
+                          "Simulated sensor response of the green samples: each is divided by "
+                          "this gain (0.01..100)",
+                          MIN_WB, MAX_WB, DEFAULT_WB, rw_playing));
+  g_object_class_install_property(
+      object_class, PROP_WB_BLUE,
+      g_param_spec_double("wb-blue", "White balance blue",
+                          "Simulated sensor response of the blue samples: each is divided by "
+                          "this gain (0.01..100), so a debayer applying the same gain restores "
+                          "the scene",
+                          MIN_WB, MAX_WB, DEFAULT_WB, rw_playing));
+
+  gst_element_class_set_static_metadata(
+      element_class, "BGRA to RAW10 Bayer (camera simulator)", "Filter/Converter/Video",
+      "Mosaics 8-bit colour video into 10-bit Bayer samples on the CPU, to stand in for a RAW10 "
+      "camera",
+      "gst-cudaipc developers");
+  gst_element_class_add_static_pad_template(element_class, &sink_template);
+  gst_element_class_add_static_pad_template(element_class, &src_template);
+
+  trans_class->passthrough_on_same_caps = FALSE;
+  trans_class->transform_caps = GST_DEBUG_FUNCPTR(gst_cipc_bgra_to_rg10_transform_caps);
+  trans_class->set_caps = GST_DEBUG_FUNCPTR(gst_cipc_bgra_to_rg10_set_caps);
+  trans_class->transform_size = GST_DEBUG_FUNCPTR(gst_cipc_bgra_to_rg10_transform_size);
+  trans_class->get_unit_size = GST_DEBUG_FUNCPTR(gst_cipc_bgra_to_rg10_get_unit_size);
+  trans_class->transform = GST_DEBUG_FUNCPTR(gst_cipc_bgra_to_rg10_transform);
+
+  GST_DEBUG_CATEGORY_INIT(gst_cipc_bgra_to_rg10_debug, "bgratorg10", 0, "bgratorg10");
+  gst_type_mark_as_plugin_api(bit_alignment_get_type(), static_cast<GstPluginAPIFlags>(0));
+}
+
+static void gst_cipc_bgra_to_rg10_init(GstCipcBgraToRg10* self) {
+  self->settings = new Settings();
+  self->state = new State();
+  gst_video_info_init(&self->state->in_info);
+}
