@@ -35,7 +35,8 @@ class CudaRegion {
   virtual int device() const = 0;
   virtual cipc_cuda::DevicePtr ptr() const = 0;
   virtual size_t bytes() const = 0;
-  // Writer: wait for readers' release fences, write, then end_write (records readiness).
+  // Writer: begin_write (orders this write after earlier uses of the region), write, then
+  // end_write (records readiness).
   virtual cipc_cuda::Status begin_write(cipc_cuda::StreamHandle stream) = 0;
   virtual cipc_cuda::Status end_write(cipc_cuda::StreamHandle stream) = 0;
   // Reader: wait for the writer's readiness; after the last read, record the release.

@@ -34,7 +34,6 @@ FrameClaim::~FrameClaim() {
   m.generation = generation_;
   m.slot = slot_;
   m.sequence = sequence_;
-  m.flags = flags_;
   std::lock_guard<std::mutex> lock(link_->mutex);
   if (link_->open && link_->channel.send(Message{m}) == IoResult::kOk)
     ++link_->releases_sent;
@@ -243,24 +242,6 @@ bool Consumer::handle(Packet& packet, ConsumerEvent& out) {
       slot->generation = s.generation;
       slot->index = s.index;
       slot->memory = std::move(memory.value());
-      cipc::EventHandle release_event;
-      if (slot->memory->release_event_handle(&release_event)) {
-        // Our release event for this slot, once: RELEASE messages then refer to it.
-        Fence fence;
-        fence.generation = s.generation;
-        fence.slot = s.index;
-        fence.event = release_event;
-        bool sent;
-        {
-          std::lock_guard<std::mutex> lock(link_->mutex);
-          sent = link_->open && link_->channel.send(Message{fence}) == IoResult::kOk;
-        }
-        if (!sent) {
-          out = fail(ErrorCode::kClosed, "could not send the release fence for slot " +
-                                             std::to_string(s.index));
-          return true;
-        }
-      }
       slots_.emplace(key, std::move(slot));
       ++slots_imported_;
       return false;

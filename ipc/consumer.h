@@ -54,15 +54,12 @@ class FrameClaim {
   ~FrameClaim();
   FrameClaim(const FrameClaim&) = delete;
   FrameClaim& operator=(const FrameClaim&) = delete;
-  // Marks that a release fence was recorded (CUDA); sent along with RELEASE.
-  void set_fence_recorded() { flags_ |= Release::kFenceRecorded; }
 
  private:
   std::shared_ptr<ConsumerLink> link_;
   uint64_t generation_;
   uint32_t slot_;
   uint64_t sequence_;
-  uint32_t flags_ = 0;
 };
 
 struct ReceivedFrame {

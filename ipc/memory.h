@@ -29,20 +29,6 @@ class SlotMemory {
     (void)out;
     return false;
   }
-  // Consumer side: the event this process records after its last GPU read of the slot; sent to
-  // the producer once (FENCE) so the slot's next writer can wait for it on the GPU.
-  virtual bool release_event_handle(EventHandle* out) const {
-    (void)out;
-    return false;
-  }
-  // Producer side: consumer `peer` recorded its release event for this slot; the next writer
-  // must wait for it. `handle` is the one the consumer sent in FENCE.
-  virtual void add_release_fence(uint64_t peer, const EventHandle& handle) {
-    (void)peer;
-    (void)handle;
-  }
-  // Producer side: consumer `peer` is gone; forget (and close) anything opened for it.
-  virtual void forget_peer(uint64_t peer) { (void)peer; }
 };
 
 class MemoryBackend {

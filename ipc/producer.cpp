@@ -232,8 +232,6 @@ void Producer::handle(Session& session, Message& message, Deferred& deferred) {
                  deferred);
           return;
         }
-        // The slot's next writer waits (on the GPU) until this consumer's reads are done.
-        it->second.memory->add_release_fence(session.id, fence->second);
       }
       deferred.holds.push_back(std::move(it->second.hold));
       session.claims.erase(it);
@@ -242,7 +240,8 @@ void Producer::handle(Session& session, Message& message, Deferred& deferred) {
       return;
     }
     case MessageType::kFence: {
-      // The consumer's release event for a slot it was given (CUDA memory), once per slot.
+      // A consumer's release event for a slot it was given. This implementation neither sends
+      // nor waits on such fences (gst/cudaslot.h says why); they are still checked for order.
       const auto& m = std::get<Fence>(message.body);
       if (!session.slots_sent.count({m.generation, m.slot})) {
         reject(session, ErrorCode::kProtocol,
@@ -457,8 +456,7 @@ size_t Producer::publish(const SlotRef& slot, Frame frame, const std::shared_ptr
       s.broken = wake = true;
       continue;
     }
-    s.claims.emplace(frame.sequence,
-                     Claim{slot.generation, slot.index, hold, slot.memory, frame.send_time});
+    s.claims.emplace(frame.sequence, Claim{slot.generation, slot.index, hold, frame.send_time});
     ++stats_.claims_outstanding;
     ++stats_.frames_sent;
     ++delivered;

@@ -51,7 +51,7 @@ class FrameHold {
 struct SlotRef {
   uint64_t generation = 0;
   uint32_t index = 0;
-  SlotMemory* memory = nullptr;  // alive as long as the FrameHold published with it
+  const SlotMemory* memory = nullptr;  // alive as long as the FrameHold published with it
 };
 
 struct ProducerStats {
@@ -115,7 +115,6 @@ class Producer {
     uint64_t generation;
     uint32_t slot;
     std::shared_ptr<FrameHold> hold;
-    SlotMemory* memory;  // kept alive by `hold`
     uint64_t sent_ns;
   };
   struct Session {
