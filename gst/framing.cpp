@@ -74,15 +74,34 @@ bool validate_planes(const cipc::Frame& frame, const GstVideoInfo& info, GstVide
   return true;
 }
 
-gint64 monotonic_offset(GstClock* clock) {
-  if (clock == nullptr) return 0;
-  if (GST_IS_SYSTEM_CLOCK(clock)) {
-    GstClockType type = GST_CLOCK_TYPE_REALTIME;
-    g_object_get(clock, "clock-type", &type, nullptr);
-    // GstSystemClock reads CLOCK_MONOTONIC itself: no conversion, no jitter.
-    if (type == GST_CLOCK_TYPE_MONOTONIC) return 0;
-  }
+namespace {
+
+// GstSystemClock of type MONOTONIC reads CLOCK_MONOTONIC itself: no conversion, no jitter.
+bool reads_monotonic(GstClock* clock) {
+  if (!GST_IS_SYSTEM_CLOCK(clock)) return false;
+  GstClockType type = GST_CLOCK_TYPE_REALTIME;
+  g_object_get(clock, "clock-type", &type, nullptr);
+  return type == GST_CLOCK_TYPE_MONOTONIC;
+}
+
+gint64 measured_offset(GstClock* clock) {
   return static_cast<gint64>(cipc::monotonic_ns()) - static_cast<gint64>(gst_clock_get_time(clock));
+}
+
+}  // namespace
+
+gint64 monotonic_offset(GstClock* clock) {
+  if (clock == nullptr || reads_monotonic(clock)) return 0;
+  return measured_offset(clock);
+}
+
+gint64 ClockOffset::get(GstClock* clock) {
+  if (clock == nullptr) return 0;
+  if (clock != clock_) {
+    gst_object_replace(reinterpret_cast<GstObject**>(&clock_), GST_OBJECT_CAST(clock));
+    monotonic_ = reads_monotonic(clock);
+  }
+  return monotonic_ ? 0 : measured_offset(clock);
 }
 
 uint64_t running_time_to_monotonic(GstClockTime running_time, GstClockTime base_time,

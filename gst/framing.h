@@ -29,6 +29,22 @@ bool validate_planes(const cipc::Frame& frame, const GstVideoInfo& info, GstVide
 // pipeline clock), measured otherwise. With no clock, 0.
 gint64 monotonic_offset(GstClock* clock);
 
+// monotonic_offset() for the element's clock, asking a clock's type only when the clock
+// changes: per frame it costs nothing for the default (monotonic) clock.
+class ClockOffset {
+ public:
+  ClockOffset() = default;
+  ~ClockOffset() { reset(); }
+  ClockOffset(const ClockOffset&) = delete;
+  ClockOffset& operator=(const ClockOffset&) = delete;
+  gint64 get(GstClock* clock);
+  void reset() { gst_clear_object(&clock_); }
+
+ private:
+  GstClock* clock_ = nullptr;  // a reference: the same address can never be a different clock
+  bool monotonic_ = false;
+};
+
 // Running time -> CLOCK_MONOTONIC ns (kNoTimestamp for GST_CLOCK_TIME_NONE).
 uint64_t running_time_to_monotonic(GstClockTime running_time, GstClockTime base_time,
                                    gint64 offset);

@@ -136,8 +136,7 @@ struct State {
   GstCaps* pool_caps = nullptr;
   GstVideoInfo info;
   uint64_t generation = 0;
-  GstClock* cached_clock = nullptr;  // not a reference; only compared
-  bool clock_is_monotonic = false;
+  cipc_gst::ClockOffset clock_offset;
   bool warned_copy = false;
   bool cuda_memory = false;  // memory=cuda
 };
@@ -361,7 +360,7 @@ static gboolean gst_cuda_sink_ipc_stop(GstBaseSink* sink) {
   st.cuda.reset();
   st.stream = cipc_cuda::Stream();
 #endif
-  st.cached_clock = nullptr;
+  st.clock_offset.reset();
   return TRUE;
 }
 
@@ -587,15 +586,6 @@ static uint32_t wire_flags(GstBuffer* buffer) {
   return flags;
 }
 
-static gint64 clock_offset(GstCudaSinkIpc* self, GstClock* clock) {
-  State& st = *self->state;
-  if (clock != st.cached_clock) {
-    st.cached_clock = clock;
-    st.clock_is_monotonic = clock && cipc_gst::monotonic_offset(clock) == 0;
-  }
-  return st.clock_is_monotonic ? 0 : cipc_gst::monotonic_offset(clock);
-}
-
 static GstFlowReturn gst_cuda_sink_ipc_render(GstBaseSink* sink, GstBuffer* buffer) {
   auto* self = GST_CUDA_SINK_IPC(sink);
   State& st = *self->state;
@@ -603,8 +593,12 @@ static GstFlowReturn gst_cuda_sink_ipc_render(GstBaseSink* sink, GstBuffer* buff
     GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("Received a frame before its format."), (nullptr));
     return GST_FLOW_NOT_NEGOTIATED;
   }
-  const Settings s = snapshot_settings(self);
-  if (s.wait_for_consumer) {
+  // The two settings that may change while playing, without copying the others per frame.
+  GST_OBJECT_LOCK(self);
+  const bool wait = self->settings->wait_for_consumer;
+  const GstCipcCopyPolicy copy_policy = self->settings->copy_policy;
+  GST_OBJECT_UNLOCK(self);
+  if (wait) {
     const GstFlowReturn ret = wait_for_consumer(self);
     if (ret != GST_FLOW_OK) return ret;
   }
@@ -612,7 +606,7 @@ static GstFlowReturn gst_cuda_sink_ipc_render(GstBaseSink* sink, GstBuffer* buff
   GstBuffer* slot_buffer = nullptr;
   if (current_slot(st, buffer)) {
     slot_buffer = gst_buffer_ref(buffer);
-  } else if (s.copy_policy == GST_CIPC_REQUIRE_ZERO_COPY) {
+  } else if (copy_policy == GST_CIPC_REQUIRE_ZERO_COPY) {
     gchar* name = upstream_name(sink);
     GST_ELEMENT_ERROR(self, STREAM, FAILED,
                       ("Upstream element '%s' did not write into cudasink-ipc's shareable buffer "
@@ -642,7 +636,7 @@ static GstFlowReturn gst_cuda_sink_ipc_render(GstBaseSink* sink, GstBuffer* buff
   frame.flags = wire_flags(buffer);
   GstClock* clock = gst_element_get_clock(GST_ELEMENT(self));
   const GstClockTime base_time = gst_element_get_base_time(GST_ELEMENT(self));
-  const gint64 offset = clock_offset(self, clock);
+  const gint64 offset = st.clock_offset.get(clock);
   if (clock) gst_object_unref(clock);
   const GstSegment* segment = &sink->segment;
   frame.pts = cipc_gst::running_time_to_monotonic(

@@ -113,7 +113,9 @@ enum class Output {
 };
 
 struct State {
+  Settings settings;  // as of start(): every property is fixed from READY on
   cipc::Waker waker;
+  cipc_gst::ClockOffset clock_offset;
   Output output = Output::kShared;
   bool producer_cuda = false;  // the current producer shares CUDA memory
   GstVideoInfo out_info;       // what we output (format may be BGRx for the producer's BGRA)
@@ -236,6 +238,7 @@ static gboolean gst_cuda_src_ipc_start(GstBaseSrc* src) {
     GST_ELEMENT_ERROR(self, RESOURCE, FAILED, ("Could not create an eventfd."), (nullptr));
     return FALSE;
   }
+  st.settings = s;
   st.waker.clear();
   st.output = Output::kShared;
   st.producer_cuda = false;
@@ -255,6 +258,7 @@ static gboolean gst_cuda_src_ipc_stop(GstBaseSrc* src) {
   auto* self = GST_CUDA_SRC_IPC(src);
   State& st = *self->state;
   st.consumer.reset();  // says BYE; frames still downstream stay valid until released
+  st.clock_offset.reset();
   GST_OBJECT_LOCK(self);
   gst_clear_caps(&st.caps);
   GST_OBJECT_UNLOCK(self);
@@ -346,11 +350,10 @@ static gboolean gst_cuda_src_ipc_set_caps(GstBaseSrc* src, GstCaps* caps) {
   if (!gst_video_info_from_caps(&st.out_info, caps)) return FALSE;
   GstCapsFeatures* f = gst_caps_get_features(caps, 0);
   const bool device = f && gst_caps_features_contains(f, GST_CAPS_FEATURE_MEMORY_CUDA_IPC);
-  const Settings s = snapshot_settings(self);
-  st.output = !st.producer_cuda                 ? Output::kShared
-              : !device                         ? Output::kDownload
-              : s.io_mode == GST_CIPC_IO_COPY ? Output::kCopy
-                                              : Output::kShared;
+  st.output = !st.producer_cuda                           ? Output::kShared
+              : !device                                   ? Output::kDownload
+              : st.settings.io_mode == GST_CIPC_IO_COPY ? Output::kCopy
+                                                          : Output::kShared;
   GST_INFO_OBJECT(self, "output %s: %" GST_PTR_FORMAT,
                   st.output == Output::kDownload ? "by download into downstream buffers"
                   : st.output == Output::kCopy   ? "as private device copies"
@@ -669,7 +672,7 @@ static GstFlowReturn make_buffer(GstCudaSrcIpc* self, cipc::ReceivedFrame& frame
 
   GstClock* clock = gst_element_get_clock(GST_ELEMENT(self));
   const GstClockTime base_time = gst_element_get_base_time(GST_ELEMENT(self));
-  const gint64 offset = cipc_gst::monotonic_offset(clock);
+  const gint64 offset = st.clock_offset.get(clock);
   if (clock) gst_object_unref(clock);
   GST_BUFFER_PTS(buffer) = cipc_gst::monotonic_to_running_time(info.pts, base_time, offset);
   GST_BUFFER_DTS(buffer) = cipc_gst::monotonic_to_running_time(info.dts, base_time, offset);
@@ -697,7 +700,7 @@ static GstFlowReturn make_buffer(GstCudaSrcIpc* self, cipc::ReceivedFrame& frame
 static GstFlowReturn gst_cuda_src_ipc_create(GstPushSrc* push, GstBuffer** out) {
   auto* self = GST_CUDA_SRC_IPC(push);
   State& st = *self->state;
-  const Settings s = snapshot_settings(self);
+  const Settings& s = st.settings;
   for (;;) {
     if (!st.consumer) {
       const GstFlowReturn ret = connect_to_producer(self, s, self->counters->connects > 0);

@@ -104,6 +104,13 @@ TEST_F(Glue, TimestampsCrossThroughMonotonicExactly) {
   const gint64 offset = cipc_gst::monotonic_offset(realtime);
   const gint64 expected = static_cast<gint64>(cipc::monotonic_ns()) - static_cast<gint64>(gst_clock_get_time(realtime));
   EXPECT_NEAR(static_cast<double>(offset), static_cast<double>(expected), 5e6);
+
+  // The per-frame cache agrees with the direct answer, also when the clock changes.
+  cipc_gst::ClockOffset cache;
+  EXPECT_EQ(cache.get(clock), 0);
+  EXPECT_NEAR(static_cast<double>(cache.get(realtime)), static_cast<double>(offset), 5e6);
+  EXPECT_EQ(cache.get(clock), 0);
+  EXPECT_EQ(cache.get(nullptr), 0);
   gst_object_unref(realtime);
   gst_object_unref(clock);
 }
