@@ -43,6 +43,16 @@ def json_key(filename):
     return stem, (m.group(1) if m else None)
 
 
+def with_outside_failures(cases, failures, errors, path):
+    """A run that died in a global SetUp/TearDown has failures at the top level without any
+    failing case: each one counts."""
+    top_failures = int(failures or 0) + int(errors or 0)
+    case_failures = sum(c.outcome == "failed" for c in cases)
+    for _ in range(max(0, top_failures - case_failures)):
+        cases.append(Case(f"{os.path.basename(path)} (failure outside any test case)", "failed"))
+    return cases
+
+
 def read_gtest_file(path, problems):
     try:
         with open(path, encoding="utf-8") as f:
@@ -67,13 +77,7 @@ def read_gtest_file(path, problems):
                 cases.append(Case(name, "skipped", "disabled"))
             else:
                 cases.append(Case(name, "passed"))
-    # A run that died in a global SetUp/TearDown has failures at the top level
-    # without any failing case.
-    top_failures = int(data.get("failures", 0) or 0) + int(data.get("errors", 0) or 0)
-    case_failures = sum(c.outcome == "failed" for c in cases)
-    for i in range(max(0, top_failures - case_failures)):
-        cases.append(Case(f"{os.path.basename(path)} (failure outside any test case)", "failed"))
-    return cases
+    return with_outside_failures(cases, data.get("failures"), data.get("errors"), path)
 
 
 def read_gtest_xml(path, problems):
@@ -95,11 +99,7 @@ def read_gtest_xml(path, problems):
             cases.append(Case(name, "skipped", "disabled"))
         else:
             cases.append(Case(name, "passed"))
-    top_failures = int(root.get("failures", 0) or 0) + int(root.get("errors", 0) or 0)
-    case_failures = sum(c.outcome == "failed" for c in cases)
-    for i in range(max(0, top_failures - case_failures)):
-        cases.append(Case(f"{os.path.basename(path)} (failure outside any test case)", "failed"))
-    return cases
+    return with_outside_failures(cases, root.get("failures"), root.get("errors"), path)
 
 
 def read_meson_log(path, problems):
