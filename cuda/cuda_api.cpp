@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "check.h"
+#include "device_scope.h"
 #include "driver.h"
 
 namespace cipc_cuda {
@@ -32,30 +33,7 @@ static_assert(sizeof(unsigned long long) == sizeof(CUmemGenericAllocationHandle)
 
 namespace {
 
-// Makes a device current until the end of the scope, then restores the previous one.
-class DeviceScope {
- public:
-  DeviceScope() = default;
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
-  ~DeviceScope() {
-    if (restore_ >= 0) (void)cudaSetDevice(restore_);
-  }
-  // `for_driver`: the driver API calls that follow need the device's primary context current
-  // on this thread. cudaGetDevice() reports device 0 on a thread that never made any context
-  // current, so for those calls cudaSetDevice runs even when the device already looks current.
-  cudaError_t enter(int device, bool for_driver = false) {
-    int current = -1;
-    if (cudaGetDevice(&current) != cudaSuccess) current = -1;
-    if (current == device && !for_driver) return cudaSuccess;
-    const cudaError_t err = cudaSetDevice(device);
-    if (err == cudaSuccess && current >= 0 && current != device) restore_ = current;
-    return err;
-  }
-
- private:
-  int restore_ = -1;
-};
+using detail::DeviceScope;
 
 // Enters `device` in `scope` or returns a Status naming cudaSetDevice and the caller's line.
 #define CIPC_ENTER_DEVICE(scope, ...)                                                  \
@@ -263,10 +241,19 @@ Event& Event::operator=(Event&& o) noexcept {
 
 Status Event::create_interprocess(int device, Event* out) {
   if (!out) return invalid("Event::create_interprocess: null output");
+  return create_with_flags(device, cudaEventInterprocess | cudaEventDisableTiming, out);
+}
+
+Status Event::create_local(int device, Event* out) {
+  if (!out) return invalid("Event::create_local: null output");
+  return create_with_flags(device, cudaEventBlockingSync | cudaEventDisableTiming, out);
+}
+
+Status Event::create_with_flags(int device, unsigned flags, Event* out) {
   DeviceScope scope;
   CIPC_ENTER_DEVICE(scope, device);
   cudaEvent_t e = nullptr;
-  CIPC_CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventInterprocess | cudaEventDisableTiming));
+  CIPC_CUDA_TRY(cudaEventCreateWithFlags(&e, flags));
   Event made;
   made.event_ = e;
   made.device_ = device;
@@ -574,6 +561,14 @@ Status PinnedHostBuffer::create(size_t size, PinnedHostBuffer* out) {
   made.ptr_ = p;
   made.size_ = size;
   *out = std::move(made);
+  return Status::success();
+}
+
+Status mapped_device_pointer(void* host, DevicePtr* out) {
+  if (!host || !out) return invalid("mapped_device_pointer: null pointer");
+  void* dev = nullptr;
+  CIPC_CUDA_TRY(cudaHostGetDevicePointer(&dev, host, 0));
+  *out = reinterpret_cast<uintptr_t>(dev);
   return Status::success();
 }
 

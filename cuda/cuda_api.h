@@ -47,10 +47,11 @@ struct DeviceInfo {
   std::string name;
   Uuid uuid{};
   int cc_major = 0, cc_minor = 0;
-  bool vmm_supported = false;       // CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
-  bool posix_fd_supported = false;  // CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED
+  bool vmm_supported = false;  // CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
+  bool posix_fd_supported =
+      false;  // CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED
   bool ipc_events_supported = false;  // CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED
-  size_t granularity = 0;           // VMM allocation granularity (minimum) for this device
+  size_t granularity = 0;             // VMM allocation granularity (minimum) for this device
 };
 
 // Number of CUDA devices; 0 with `why` filled ("no CUDA driver", "no CUDA device") otherwise.
@@ -82,7 +83,7 @@ class Stream {
 };
 
 // A CUDA event usable across processes (cudaEventInterprocess | cudaEventDisableTiming), either
-// created here (and exportable) or opened from a peer's handle.
+// created here (and exportable) or opened from a peer's handle; or a local one.
 class Event {
  public:
   Event() = default;
@@ -92,6 +93,9 @@ class Event {
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
   static Status create_interprocess(int device, Event* out);
+  // An event for this process only, whose synchronize() sleeps instead of spinning (for
+  // background threads that wait for GPU work to finish).
+  static Status create_local(int device, Event* out);
   static Status open(int device, const IpcEventHandle& handle, Event* out);
   bool valid() const { return event_ != nullptr; }
   Status ipc_handle(IpcEventHandle* out) const;  // only for events created here
@@ -101,6 +105,7 @@ class Event {
   Status query(bool* done) const;          // true when the last record has completed
 
  private:
+  static Status create_with_flags(int device, unsigned flags, Event* out);
   void* event_ = nullptr;  // cudaEvent_t
   int device_ = -1;
 };
@@ -125,7 +130,7 @@ class DeviceAllocation {
   Status export_fd(int* fd) const;
 
   DevicePtr ptr() const { return ptr_; }
-  size_t size() const { return size_; }          // requested size
+  size_t size() const { return size_; }           // requested size
   size_t mapped_size() const { return mapped_; }  // granularity-rounded size
   int device() const { return device_; }
 
@@ -172,6 +177,10 @@ class PinnedHostBuffer {
   void* ptr_ = nullptr;
   size_t size_ = 0;
 };
+
+// The device address of pinned, mapped host memory such as a PinnedHostBuffer's
+// (cudaHostGetDevicePointer): kernels read and write it in place, over the bus.
+Status mapped_device_pointer(void* host, DevicePtr* out);
 
 // Plain device memory (cudaMalloc), e.g. a private copy of a frame.
 class DeviceBuffer {

@@ -33,7 +33,15 @@
 //    fields and linear gradients are reproduced exactly.)
 // 4. Each of R, G, B: x = clamp(gain * x, 0, 1) (NaN -> 0), then
 //    out = table[lroundf(x * 4095)] with table = make_transfer_table(transfer, gamma);
-//    written as bytes B, G, R, 255 at out + r * out_pitch + 4 * c. Nothing else is written.
+//    written as bytes B, G, R, 255 (PixelOrder::kBgra) or R, G, B, 255 (kRgba) at
+//    out + r * out_pitch + 4 * c. Nothing else is written.
+//
+// Gray-world white balance (WhiteBalance::kGrayWorld in the GPU debayer): the gains of step 2
+// come from the previous frame's statistics, S_X = sum of max(v - b, 0) over the samples of
+// colour X and N_X their number: wb_green = 1, wb_red = (S_G / N_G) / (S_R / N_R) and
+// wb_blue likewise, each clamped to [1/8, 8], computed in double and rounded to float
+// (gray_world_gains). Without statistics (the first frame, or a colour whose sum is 0) the
+// fixed gains are used.
 //
 // Transfer tables: entry i (0..4095), x = i / 4095, y =
 //    kLinear: x;   kPower: x^(1/gamma) (gamma <= 0 or not finite: treated as 1);
@@ -54,6 +62,8 @@ enum class BitAlignment { kLsb, kMsb };
 // Bilinear (3x3) or Malvar-He-Cutler (5x5).
 enum class Demosaic { kBilinear, kMhc };
 enum class Transfer { kSrgb, kLinear, kPower };
+// Byte order of the output pixels (the 4th byte is 255 in both).
+enum class PixelOrder { kBgra, kRgba };
 
 struct DebayerParams {
   BayerPhase phase = BayerPhase::kRGGB;
@@ -66,6 +76,7 @@ struct DebayerParams {
   float gain = 1.0f;  // overall gain after demosaic
   Transfer transfer = Transfer::kSrgb;
   float gamma = 2.2f;  // used by Transfer::kPower: out = x^(1/gamma)
+  PixelOrder order = PixelOrder::kBgra;
 };
 
 // Colour channel of a CFA sample: 0 red, 1 green, 2 blue.
@@ -81,6 +92,61 @@ inline CfaColor cfa_color(BayerPhase phase, int r, int c) {
   };
   return kTiles[static_cast<int>(phase)][r & 1][c & 1];
 }
+
+// Host and device code share this header's inline functions (the GPU computes the gray-world
+// gains itself, from statistics it gathered, with exactly the CPU's arithmetic).
+#ifdef __CUDACC__
+#define CIPC_HOST_DEVICE __host__ __device__
+#else
+#define CIPC_HOST_DEVICE
+#endif
+
+// Samples of each colour in a width x height mosaic: rows and columns of each parity.
+CIPC_HOST_DEVICE inline uint64_t cfa_rows_of_parity(int n, int parity) {
+  return n <= parity ? 0u : static_cast<uint64_t>((n - parity + 1) / 2);
+}
+
+struct WbGains {
+  float red = 1.0f, green = 1.0f, blue = 1.0f;
+};
+
+constexpr float kGrayWorldMinGain = 0.125f;
+constexpr float kGrayWorldMaxGain = 8.0f;
+
+// Gray-world gains from one frame's sums and counts (index kCfaRed/Green/Blue); `fallback` when
+// a colour has no signal. See the comment at the top.
+CIPC_HOST_DEVICE inline WbGains gray_world_gains(const unsigned long long sum[3],
+                                                 const unsigned long long count[3],
+                                                 WbGains fallback) {
+  for (int k = 0; k < 3; ++k)
+    if (sum[k] == 0 || count[k] == 0) return fallback;
+  const double mean_r = static_cast<double>(sum[kCfaRed]) / static_cast<double>(count[kCfaRed]);
+  const double mean_g = static_cast<double>(sum[kCfaGreen]) / static_cast<double>(count[kCfaGreen]);
+  const double mean_b = static_cast<double>(sum[kCfaBlue]) / static_cast<double>(count[kCfaBlue]);
+  auto clamp_gain = [](double g) {
+    return static_cast<float>(g < kGrayWorldMinGain   ? kGrayWorldMinGain
+                              : g > kGrayWorldMaxGain ? kGrayWorldMaxGain
+                                                      : g);
+  };
+  WbGains g;
+  g.red = clamp_gain(mean_g / mean_r);
+  g.green = 1.0f;
+  g.blue = clamp_gain(mean_g / mean_b);
+  return g;
+}
+
+// The statistics gray world needs, for one frame.
+struct BayerSums {
+  unsigned long long sum[3] = {0, 0, 0};    // of max(v - black, 0), per CFA colour
+  unsigned long long count[3] = {0, 0, 0};  // samples per CFA colour
+};
+
+// Sample counts per colour of a width x height mosaic of `phase`.
+BayerSums cfa_sample_counts(BayerPhase phase, int width, int height);
+
+// CPU reference of the statistics (uses phase, alignment and black_level of `p`).
+BayerSums bayer_sums_cpu(const uint8_t* in, size_t in_pitch, int width, int height,
+                         const DebayerParams& p);
 
 constexpr int kTransferTableSize = 4096;
 

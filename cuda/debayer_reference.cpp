@@ -27,6 +27,13 @@ int mirror(int i, int n) {
   return i < n ? i : period - i;
 }
 
+// Step 1's 10-bit value of sample c of a row.
+int raw_sample(const uint8_t* row, int c, BitAlignment alignment) {
+  const uint32_t word =
+      static_cast<uint32_t>(row[2 * c]) | (static_cast<uint32_t>(row[2 * c + 1]) << 8);
+  return static_cast<int>(alignment == BitAlignment::kLsb ? (word & 0x3FFu) : (word >> 6));
+}
+
 float clamp01(float x) {
   return x > 0.0f ? (x < 1.0f ? x : 1.0f) : 0.0f;
 }  // NaN -> 0
@@ -56,6 +63,33 @@ std::array<uint8_t, kTransferTableSize> make_transfer_table(Transfer t, float ga
   return table;
 }
 
+BayerSums cfa_sample_counts(BayerPhase phase, int width, int height) {
+  BayerSums sums;
+  if (width < 1 || height < 1) return sums;
+  for (int row_parity = 0; row_parity < 2; ++row_parity) {
+    for (int col_parity = 0; col_parity < 2; ++col_parity) {
+      sums.count[cfa_color(phase, row_parity, col_parity)] +=
+          cfa_rows_of_parity(height, row_parity) * cfa_rows_of_parity(width, col_parity);
+    }
+  }
+  return sums;
+}
+
+BayerSums bayer_sums_cpu(const uint8_t* in, size_t in_pitch, int width, int height,
+                         const DebayerParams& p) {
+  BayerSums sums = cfa_sample_counts(p.phase, width, height);
+  if (!in || width < 1 || height < 1) return sums;
+  const int black = std::min<int>(p.black_level, 1022);
+  for (int r = 0; r < height; ++r) {
+    const uint8_t* row = in + static_cast<size_t>(r) * in_pitch;
+    for (int c = 0; c < width; ++c) {
+      const int v = raw_sample(row, c, p.alignment);
+      sums.sum[cfa_color(p.phase, r, c)] += static_cast<unsigned long long>(std::max(v - black, 0));
+    }
+  }
+  return sums;
+}
+
 void debayer_cpu(const uint8_t* in, size_t in_pitch, uint8_t* out, size_t out_pitch, int width,
                  int height, const DebayerParams& p) {
   if (!in || !out || width < 1 || height < 1) return;
@@ -70,10 +104,7 @@ void debayer_cpu(const uint8_t* in, size_t in_pitch, uint8_t* out, size_t out_pi
   for (int r = 0; r < height; ++r) {
     const uint8_t* row = in + static_cast<size_t>(r) * in_pitch;
     for (int c = 0; c < width; ++c) {
-      const uint32_t word =
-          static_cast<uint32_t>(row[2 * c]) | (static_cast<uint32_t>(row[2 * c + 1]) << 8);
-      const int v =
-          static_cast<int>(p.alignment == BitAlignment::kLsb ? (word & 0x3FFu) : (word >> 6));
+      const int v = raw_sample(row, c, p.alignment);
       const float s = static_cast<float>(std::max(v - black, 0)) * scale;
       mosaic[static_cast<size_t>(r) * w + static_cast<size_t>(c)] =
           s * wb[cfa_color(p.phase, r, c)];
@@ -84,7 +115,8 @@ void debayer_cpu(const uint8_t* in, size_t in_pitch, uint8_t* out, size_t out_pi
                   static_cast<size_t>(mirror(c, width))];
   };
 
-  // Step 3: demosaic; step 4: gain, clamp, transfer, BGRA.
+  // Step 3: demosaic; step 4: gain, clamp, transfer, BGRA. (Multiplying by 1/8, 1/4 and 1/2
+  // is exactly dividing by 8, 4 and 2: the reciprocals are exact powers of two.)
   const bool mhc = p.method == Demosaic::kMhc;
   for (int r = 0; r < height; ++r) {
     uint8_t* row = out + static_cast<size_t>(r) * out_pitch;
@@ -105,22 +137,22 @@ void debayer_cpu(const uint8_t* in, size_t in_pitch, uint8_t* out, size_t out_pi
         const Color other = here == kRed ? kBlue : kRed;
         rgb[here] = C;
         if (mhc) {
-          rgb[kGreen] = (4.0f * C + 2.0f * (H1 + V1) - (H2 + V2)) / 8.0f;
-          rgb[other] = (6.0f * C + 2.0f * D - 1.5f * (H2 + V2)) / 8.0f;
+          rgb[kGreen] = (4.0f * C + 2.0f * (H1 + V1) - (H2 + V2)) * 0.125f;
+          rgb[other] = (6.0f * C + 2.0f * D - 1.5f * (H2 + V2)) * 0.125f;
         } else {
-          rgb[kGreen] = (H1 + V1) / 4.0f;
-          rgb[other] = D / 4.0f;
+          rgb[kGreen] = (H1 + V1) * 0.25f;
+          rgb[other] = D * 0.25f;
         }
       } else {
         const Color row_color = cfa_color(p.phase, r, c + 1);  // colour of the row neighbours
         const Color col_color = row_color == kRed ? kBlue : kRed;
         rgb[kGreen] = C;
         if (mhc) {
-          rgb[row_color] = (5.0f * C + 4.0f * H1 - H2 - D + 0.5f * V2) / 8.0f;
-          rgb[col_color] = (5.0f * C + 4.0f * V1 - V2 - D + 0.5f * H2) / 8.0f;
+          rgb[row_color] = (5.0f * C + 4.0f * H1 - H2 - D + 0.5f * V2) * 0.125f;
+          rgb[col_color] = (5.0f * C + 4.0f * V1 - V2 - D + 0.5f * H2) * 0.125f;
         } else {
-          rgb[row_color] = H1 / 2.0f;
-          rgb[col_color] = V1 / 2.0f;
+          rgb[row_color] = H1 * 0.5f;
+          rgb[col_color] = V1 * 0.5f;
         }
       }
       uint8_t code[3];
@@ -129,9 +161,10 @@ void debayer_cpu(const uint8_t* in, size_t in_pitch, uint8_t* out, size_t out_pi
         code[k] = table[static_cast<size_t>(std::lroundf(x * 4095.0f))];
       }
       uint8_t* px = row + 4 * static_cast<size_t>(c);
-      px[0] = code[kBlue];
+      const bool rgba = p.order == PixelOrder::kRgba;
+      px[0] = code[rgba ? kRed : kBlue];
       px[1] = code[kGreen];
-      px[2] = code[kRed];
+      px[2] = code[rgba ? kBlue : kRed];
       px[3] = 255;
     }
   }

@@ -8,6 +8,7 @@
 
 #include "check.h"
 #include "kernels.h"
+#include "launch.cuh"
 
 namespace cipc_cuda {
 
@@ -131,32 +132,6 @@ inline bool rows_aligned16(DevicePtr image, size_t pitch, size_t rows) {
   return image % 16 == 0 && (rows <= 1 || pitch % 16 == 0);
 }
 
-// Launches through cudaLaunchKernelEx, which returns the launch error (bad configuration, no
-// kernel image for this GPU, a sticky error from earlier work, ...) directly - the same error a
-// <<<>>> launch would leave for cudaGetLastError. We deliberately do not ask cudaPeekAtLastError
-// after a successful launch: it could return a stale error of some unrelated earlier call on
-// this thread and blame this launch for it. A failed launch's error is then taken off the
-// thread's last-error slot (cudaGetLastError) so that it is not reported a second time by
-// whatever <<<>>> launch checks next. Faults while the kernel runs surface asynchronously, at the
-// next synchronising call on the stream.
-template <typename... Params, typename... Args>
-Status launch(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block,
-              cudaStream_t stream, const char* file, int line, Args... args) {
-  cudaLaunchConfig_t config = {};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = 0;
-  config.stream = stream;
-  config.attrs = nullptr;
-  config.numAttrs = 0;
-  const cudaError_t err = cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    return detail::make_error(name, err, file, line);
-  }
-  return Status::success();
-}
-
 Status invalid(const std::string& what) {
   return Status::failure(what);
 }
@@ -181,15 +156,16 @@ Status launch_image_checksum(DevicePtr image, size_t pitch, size_t row_bytes, si
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
   uint64_t* partials = reinterpret_cast<uint64_t*>(static_cast<uintptr_t>(scratch));
   if (live_rows > 0) {
-    CIPC_RETURN_IF_ERROR(
-        launch("row_checksum_kernel<<<>>>", row_checksum_kernel,
-               dim3(clamp_grid(live_rows, kMaxGridX)), dim3(kThreads), s, __FILE__, __LINE__,
-               reinterpret_cast<const uint8_t*>(static_cast<uintptr_t>(image)), pitch, row_bytes,
-               live_rows, rows_aligned16(image, pitch, live_rows), partials));
+    CIPC_RETURN_IF_ERROR(detail::launch(
+        "row_checksum_kernel<<<>>>", row_checksum_kernel, dim3(clamp_grid(live_rows, kMaxGridX)),
+        dim3(kThreads), s, __FILE__, __LINE__,
+        reinterpret_cast<const uint8_t*>(static_cast<uintptr_t>(image)), pitch, row_bytes,
+        live_rows, rows_aligned16(image, pitch, live_rows), partials));
   }
-  CIPC_RETURN_IF_ERROR(launch("sum_rows_kernel<<<>>>", sum_rows_kernel, dim3(1), dim3(kThreads), s,
-                              __FILE__, __LINE__, static_cast<const uint64_t*>(partials), live_rows,
-                              reinterpret_cast<uint64_t*>(static_cast<uintptr_t>(dev_result))));
+  CIPC_RETURN_IF_ERROR(
+      detail::launch("sum_rows_kernel<<<>>>", sum_rows_kernel, dim3(1), dim3(kThreads), s, __FILE__,
+                     __LINE__, static_cast<const uint64_t*>(partials), live_rows,
+                     reinterpret_cast<uint64_t*>(static_cast<uintptr_t>(dev_result))));
   return Status::success();
 }
 
@@ -205,10 +181,10 @@ Status launch_fill_pattern(DevicePtr image, size_t pitch, size_t row_bytes, size
   const size_t units = vec16 ? (row_bytes + 15) / 16 : row_bytes;  // per row
   const dim3 grid(clamp_grid((units + kThreads - 1) / kThreads, kMaxGridX),
                   clamp_grid(rows, kMaxGridY));
-  return launch("fill_pattern_kernel<<<>>>", fill_pattern_kernel, grid, dim3(kThreads),
-                static_cast<cudaStream_t>(stream), __FILE__, __LINE__,
-                reinterpret_cast<uint8_t*>(static_cast<uintptr_t>(image)), pitch, row_bytes, rows,
-                seed, vec16);
+  return detail::launch("fill_pattern_kernel<<<>>>", fill_pattern_kernel, grid, dim3(kThreads),
+                        static_cast<cudaStream_t>(stream), __FILE__, __LINE__,
+                        reinterpret_cast<uint8_t*>(static_cast<uintptr_t>(image)), pitch, row_bytes,
+                        rows, seed, vec16);
 }
 
 }  // namespace cipc_cuda

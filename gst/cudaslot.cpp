@@ -6,6 +6,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <thread>
 
 GST_DEBUG_CATEGORY_STATIC(cipc_cuda_debug);
@@ -38,9 +39,10 @@ class StagingAccess final : public GstCipcCpuAccess {
       if (!ensure_resources()) return nullptr;
       if (flags & GST_MAP_READ) {
         cipc_cuda::Status s = slot_.wait_ready(stream_.handle());
-        if (s) s = cipc_cuda::copy_2d_async(staging_.data(), slot_.bytes(),
-                                            reinterpret_cast<const void*>(slot_.ptr()),
-                                            slot_.bytes(), slot_.bytes(), 1, stream_.handle());
+        if (s)
+          s = cipc_cuda::copy_2d_async(staging_.data(), slot_.bytes(),
+                                       reinterpret_cast<const void*>(slot_.ptr()), slot_.bytes(),
+                                       slot_.bytes(), 1, stream_.handle());
         if (s) s = stream_.synchronize();
         if (!s) {
           GST_ERROR("downloading a CUDA slot for CPU access failed: %s", s.message().c_str());
@@ -58,9 +60,10 @@ class StagingAccess final : public GstCipcCpuAccess {
     if (maps_ == 0 || --maps_ > 0 || !wrote_) return;
     wrote_ = false;
     cipc_cuda::Status s = slot_.begin_write(stream_.handle());
-    if (s) s = cipc_cuda::copy_2d_async(reinterpret_cast<void*>(slot_.ptr()), slot_.bytes(),
-                                        staging_.data(), slot_.bytes(), slot_.bytes(), 1,
-                                        stream_.handle());
+    if (s)
+      s = cipc_cuda::copy_2d_async(reinterpret_cast<void*>(slot_.ptr()), slot_.bytes(),
+                                   staging_.data(), slot_.bytes(), slot_.bytes(), 1,
+                                   stream_.handle());
     if (s) s = slot_.end_write(stream_.handle());
     if (s) s = stream_.synchronize();
     if (!s) GST_ERROR("uploading a CPU write into a CUDA slot failed: %s", s.message().c_str());
@@ -117,17 +120,17 @@ class ReleaseWorker {
     static ReleaseWorker* worker = new ReleaseWorker();
     return *worker;
   }
-  void push(CudaSlotMemory& slot, std::shared_ptr<void> keepalive) {
+  void push(std::function<cipc_cuda::Status()> wait, std::shared_ptr<void> keepalive) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      queue_.push_back({&slot, std::move(keepalive)});
+      queue_.push_back({std::move(wait), std::move(keepalive)});
     }
     cv_.notify_one();
   }
 
  private:
   struct Item {
-    CudaSlotMemory* slot;  // alive while `keepalive` is
+    std::function<cipc_cuda::Status()> wait;  // what it waits on lives while `keepalive` does
     std::shared_ptr<void> keepalive;
   };
   ReleaseWorker() {
@@ -142,7 +145,7 @@ class ReleaseWorker {
         item = std::move(queue_.front());
         queue_.pop_front();
       }
-      const cipc_cuda::Status s = item.slot->wait_released();
+      const cipc_cuda::Status s = item.wait();
       if (!s) GST_WARNING("waiting for a frame's last read failed: %s", s.message().c_str());
       item.keepalive.reset();  // RELEASE goes out here
     }
@@ -153,7 +156,24 @@ class ReleaseWorker {
 };
 
 void release_when_read(CudaSlotMemory& slot, std::shared_ptr<void> keepalive) {
-  ReleaseWorker::get().push(slot, std::move(keepalive));
+  ReleaseWorker::get().push([&slot] { return slot.wait_released(); }, std::move(keepalive));
+}
+
+void drop_when_done(std::shared_ptr<cipc_cuda::Event> done, std::shared_ptr<void> keepalive) {
+  ReleaseWorker::get().push([done] { return done->synchronize(); }, std::move(keepalive));
+}
+
+void register_host_memory_once(GstMemory* mem, void* data, size_t size) {
+  static const GQuark quark = g_quark_from_static_string("cudaipc-host-registration");
+  if (gst_mini_object_get_qdata(GST_MINI_OBJECT_CAST(mem), quark)) return;
+  auto* reg = new cipc_cuda::HostRegistration();
+  const cipc_cuda::Status s = cipc_cuda::HostRegistration::create(data, size, reg);
+  if (!s)
+    GST_INFO("downstream memory cannot be page-locked, copying into it as is: %s",
+             s.message().c_str());
+  gst_mini_object_set_qdata(GST_MINI_OBJECT_CAST(mem), quark, reg, [](gpointer p) {
+    delete static_cast<cipc_cuda::HostRegistration*>(p);
+  });
 }
 
 CudaSlotMemory::~CudaSlotMemory() = default;
@@ -182,7 +202,8 @@ cipc::Result<std::unique_ptr<CudaSlotMemory>> CudaSlotMemory::import(
   init_debug();
   std::unique_ptr<CudaSlotMemory> m(new CudaSlotMemory());
   m->sync_ = sync;
-  cipc_cuda::Status s = cipc_cuda::DeviceAllocation::import(device, fd.get(), size, &m->allocation_);
+  cipc_cuda::Status s =
+      cipc_cuda::DeviceAllocation::import(device, fd.get(), size, &m->allocation_);
   if (!s) return cipc::Error{cipc::ErrorCode::kProtocol, "importing a CUDA slot: " + s.message()};
   if (sync == SyncMode::kGpuEvents) {
     if (readiness) {
@@ -263,7 +284,7 @@ CudaRegion* cuda_region_of(GstMemory* mem) {
 CudaSlotMemory* cuda_slot_of(GstMemory* mem) {
   const GstCipcSlotBinding* b = gst_cipc_slot_memory_binding(mem);
   if (!b || !b->has_cuda) return nullptr;
-  cipc::SlotMemory* m = b->producer_slot ? b->producer_slot.get()
+  cipc::SlotMemory* m = b->producer_slot   ? b->producer_slot.get()
                         : b->imported_slot ? b->imported_slot->memory.get()
                                            : nullptr;
   return m && m->kind() == cipc::MemoryKind::kCuda ? static_cast<CudaSlotMemory*>(m) : nullptr;
@@ -302,10 +323,11 @@ cipc::Result<std::shared_ptr<PrivateCopies::Copy>> PrivateCopies::acquire(size_t
   });
 }
 
-cipc_cuda::Status open_device(int requested, cipc_cuda::DeviceInfo* info) {
+cipc_cuda::Status open_device(int requested, cipc_cuda::DeviceInfo* info, bool require_export) {
   std::string why;
   const int count = cipc_cuda::device_count(&why);
-  if (count <= 0) return cipc_cuda::Status::failure(why.empty() ? "no CUDA device is present" : why);
+  if (count <= 0)
+    return cipc_cuda::Status::failure(why.empty() ? "no CUDA device is present" : why);
   const int ordinal = requested < 0 ? 0 : requested;
   if (ordinal >= count)
     return cipc_cuda::Status::failure("cuda-device-id=" + std::to_string(requested) +
@@ -313,7 +335,7 @@ cipc_cuda::Status open_device(int requested, cipc_cuda::DeviceInfo* info) {
                                       " CUDA device(s)");
   cipc_cuda::Status s = cipc_cuda::query_device(ordinal, info);
   if (!s) return s;
-  if (!info->vmm_supported || !info->posix_fd_supported)
+  if (require_export && (!info->vmm_supported || !info->posix_fd_supported))
     return cipc_cuda::Status::failure("CUDA device " + std::to_string(ordinal) + " (" + info->name +
                                       ") cannot export memory as file descriptors (VMM with POSIX "
                                       "handles is required)");

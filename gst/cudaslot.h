@@ -80,9 +80,9 @@ class CudaSlotMemory final : public cipc::SlotMemory, public CudaRegion {
   cipc_cuda::DeviceAllocation allocation_;
   cipc::UniqueFd export_fd_;
   SyncMode sync_ = SyncMode::kGpuEvents;
-  cipc_cuda::Event readiness_;      // created (producer) or opened (consumer)
+  cipc_cuda::Event readiness_;  // created (producer) or opened (consumer)
   cipc::EventHandle readiness_handle_{};
-  cipc_cuda::Event release_;        // consumer: recorded after the last read, waited on locally
+  cipc_cuda::Event release_;  // consumer: recorded after the last read, waited on locally
 };
 
 // The MemoryBackend for memory=cuda, on one device. Keeps track of its live slots so that a
@@ -128,9 +128,15 @@ class PrivateCopies::Copy final : public CudaRegion {
   int device() const override { return device_; }
   cipc_cuda::DevicePtr ptr() const override { return buffer_.ptr(); }
   size_t bytes() const override { return buffer_.size(); }
-  cipc_cuda::Status begin_write(cipc_cuda::StreamHandle stream) override { return event_.wait(stream); }
-  cipc_cuda::Status end_write(cipc_cuda::StreamHandle stream) override { return event_.record(stream); }
-  cipc_cuda::Status wait_ready(cipc_cuda::StreamHandle stream) override { return event_.wait(stream); }
+  cipc_cuda::Status begin_write(cipc_cuda::StreamHandle stream) override {
+    return event_.wait(stream);
+  }
+  cipc_cuda::Status end_write(cipc_cuda::StreamHandle stream) override {
+    return event_.record(stream);
+  }
+  cipc_cuda::Status wait_ready(cipc_cuda::StreamHandle stream) override {
+    return event_.wait(stream);
+  }
   cipc_cuda::Status record_release(cipc_cuda::StreamHandle stream) override {
     return event_.record(stream);
   }
@@ -150,12 +156,23 @@ void bind_cuda_region(GstCipcSlotBinding& binding, CudaRegion& region);
 // then drops it - sending RELEASE - on a background thread; nobody's thread waits for the GPU.
 void release_when_read(CudaSlotMemory& slot, std::shared_ptr<void> keepalive);
 
+// Keeps `keepalive` (e.g. an input buffer a kernel reads in place) until `done` has completed,
+// then drops it on the same background thread.
+void drop_when_done(std::shared_ptr<cipc_cuda::Event> done, std::shared_ptr<void> keepalive);
+
+// Page-locks host memory (a downstream buffer's) once for the life of `mem` - its pool keeps it -
+// so device-to-host copies into it run at full speed. Memory that refuses is remembered (and
+// copied into as is).
+void register_host_memory_once(GstMemory* mem, void* data, size_t size);
+
 // The CUDA region behind a slot memory, or nullptr.
 CudaRegion* cuda_region_of(GstMemory* mem);
 // The CUDA slot behind a slot memory (producer or imported), or nullptr.
 CudaSlotMemory* cuda_slot_of(GstMemory* mem);
 
 // Chooses the device: `requested` >= 0 must exist; -1 picks device 0. Fills `info`.
-cipc_cuda::Status open_device(int requested, cipc_cuda::DeviceInfo* info);
+// `require_export`: the device must be able to export memory as file descriptors (VMM).
+cipc_cuda::Status open_device(int requested, cipc_cuda::DeviceInfo* info,
+                              bool require_export = true);
 
 }  // namespace cipc_gst

@@ -54,8 +54,8 @@ GType gst_cipc_copy_policy_get_type(void) {
 GType gst_cipc_sync_mode_get_type(void) {
   static GType type = [] {
     static const GEnumValue values[] = {
-        {GST_CIPC_SYNC_GPU_EVENTS,
-         "Interprocess CUDA events waited on by the GPU: no CPU stalls", "gpu-events"},
+        {GST_CIPC_SYNC_GPU_EVENTS, "Interprocess CUDA events waited on by the GPU: no CPU stalls",
+         "gpu-events"},
         {GST_CIPC_SYNC_CPU,
          "Synchronise streams on the CPU (for platforms without interprocess events)", "cpu"},
         {0, nullptr, nullptr}};
@@ -77,6 +77,60 @@ GType gst_cipc_io_mode_get_type(void) {
          "copy"},
         {0, nullptr, nullptr}};
     return register_enum("GstCipcIoMode", values);
+  }();
+  return type;
+}
+
+GType gst_cipc_bit_alignment_get_type(void) {
+  static GType type = [] {
+    static const GEnumValue values[] = {
+        {GST_CIPC_BIT_ALIGNMENT_LSB, "10 bits in bits 9..0 of the 16-bit word (V4L2 RG10)", "lsb"},
+        {GST_CIPC_BIT_ALIGNMENT_MSB,
+         "10 bits in bits 15..6, low 6 bits zero or repeated (as Jetson Xavier/Orin capture "
+         "hardware writes them)",
+         "msb"},
+        {0, nullptr, nullptr}};
+    return register_enum("GstCipcBitAlignment", values);
+  }();
+  return type;
+}
+
+GType gst_cipc_demosaic_get_type(void) {
+  static GType type = [] {
+    static const GEnumValue values[] = {
+        {GST_CIPC_DEMOSAIC_BILINEAR,
+         "Bilinear interpolation (3x3): fastest, softer, colour fringes", "bilinear"},
+        {GST_CIPC_DEMOSAIC_MHC,
+         "Malvar-He-Cutler gradient-corrected interpolation (5x5): sharper, fewer fringes", "mhc"},
+        {0, nullptr, nullptr}};
+    return register_enum("GstCipcDemosaic", values);
+  }();
+  return type;
+}
+
+GType gst_cipc_white_balance_get_type(void) {
+  static GType type = [] {
+    static const GEnumValue values[] = {
+        {GST_CIPC_WB_FIXED, "Fixed gains from wb-red, wb-green and wb-blue", "fixed"},
+        {GST_CIPC_WB_GRAY_WORLD,
+         "Gray world: gains that make the previous frame's mean red, green and blue equal "
+         "(gathered by the debayer kernel itself)",
+         "gray-world"},
+        {0, nullptr, nullptr}};
+    return register_enum("GstCipcWhiteBalance", values);
+  }();
+  return type;
+}
+
+GType gst_cipc_transfer_get_type(void) {
+  static GType type = [] {
+    static const GEnumValue values[] = {
+        {GST_CIPC_TRANSFER_SRGB, "sRGB (IEC 61966-2-1) gamma: for display", "srgb"},
+        {GST_CIPC_TRANSFER_LINEAR, "Linear: 8-bit codes proportional to light (for analysis)",
+         "linear"},
+        {GST_CIPC_TRANSFER_POWER, "Power law x^(1/gamma), gamma from the gamma property", "power"},
+        {0, nullptr, nullptr}};
+    return register_enum("GstCipcTransfer", values);
   }();
   return type;
 }

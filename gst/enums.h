@@ -26,6 +26,32 @@ typedef enum {
   GST_CIPC_IO_COPY = 1,
 } GstCipcIoMode;
 
+// Where the 10 bits of a RAW10 sample lie in its 16-bit word.
+typedef enum {
+  GST_CIPC_BIT_ALIGNMENT_LSB = 0,  // bits 9..0 (V4L2 RG10)
+  GST_CIPC_BIT_ALIGNMENT_MSB = 1,  // bits 15..6 (Jetson Xavier/Orin VI)
+} GstCipcBitAlignment;
+
+typedef enum {
+  GST_CIPC_DEMOSAIC_BILINEAR = 0,
+  GST_CIPC_DEMOSAIC_MHC = 1,
+} GstCipcDemosaic;
+
+typedef enum {
+  GST_CIPC_WB_FIXED = 0,
+  GST_CIPC_WB_GRAY_WORLD = 1,
+} GstCipcWhiteBalance;
+
+typedef enum {
+  GST_CIPC_TRANSFER_SRGB = 0,
+  GST_CIPC_TRANSFER_LINEAR = 1,
+  GST_CIPC_TRANSFER_POWER = 2,
+} GstCipcTransfer;
+
+GType gst_cipc_bit_alignment_get_type(void);
+GType gst_cipc_demosaic_get_type(void);
+GType gst_cipc_white_balance_get_type(void);
+GType gst_cipc_transfer_get_type(void);
 GType gst_cipc_sync_mode_get_type(void);
 GType gst_cipc_io_mode_get_type(void);
 GType gst_cipc_sink_memory_get_type(void);  // host | cuda

@@ -28,6 +28,8 @@
 
 #include <cstring>
 
+#include "bayercaps.h"
+#include "enums.h"
 #include "mosaic.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_cipc_bgra_to_rg10_debug);
@@ -42,11 +44,6 @@ enum {
   PROP_WB_BLUE,
 };
 
-typedef enum {
-  GST_CIPC_BIT_ALIGNMENT_LSB = 0,
-  GST_CIPC_BIT_ALIGNMENT_MSB = 1,
-} GstCipcBitAlignmentValue;
-
 #define DEFAULT_BIT_ALIGNMENT GST_CIPC_BIT_ALIGNMENT_LSB
 #define DEFAULT_BLACK_LEVEL 0
 #define MAX_BLACK_LEVEL 1022
@@ -55,12 +52,12 @@ typedef enum {
 #define MAX_WB 100.0
 
 #define SINK_FORMATS "{ BGRA, BGRx, RGBA, RGBx, RGB, BGR }"
-#define SRC_FORMATS "{ rggb10le, bggr10le, grbg10le, gbrg10le }"
+#define SRC_FORMATS CIPC_BAYER10_FORMATS
 
 namespace {
 
 struct Settings {
-  GstCipcBitAlignmentValue bit_alignment = DEFAULT_BIT_ALIGNMENT;
+  GstCipcBitAlignment bit_alignment = DEFAULT_BIT_ALIGNMENT;
   guint black_level = DEFAULT_BLACK_LEVEL;
   gdouble wb_red = DEFAULT_WB;
   gdouble wb_green = DEFAULT_WB;
@@ -74,30 +71,6 @@ struct State {
   cipc_cuda::BayerPhase phase = cipc_cuda::BayerPhase::kRGGB;
   gsize out_stride = 0;
   bool configured = false;
-};
-
-// Named for this element: enums.cpp (shared by the elements) has no bit-alignment type yet.
-GType bit_alignment_get_type() {
-  static GType type = [] {
-    static const GEnumValue values[] = {
-        {GST_CIPC_BIT_ALIGNMENT_LSB, "10 bits in bits 9..0 of the 16-bit word (V4L2 RG10)", "lsb"},
-        {GST_CIPC_BIT_ALIGNMENT_MSB,
-         "10 bits in bits 15..6, low 6 bits zero (as Jetson capture hardware writes them)", "msb"},
-        {0, nullptr, nullptr}};
-    return g_enum_register_static("GstCipcBgraToRg10BitAlignment", values);
-  }();
-  return type;
-}
-
-struct FormatPhase {
-  const char* name;
-  cipc_cuda::BayerPhase phase;
-};
-constexpr FormatPhase kBayerFormats[] = {
-    {"rggb10le", cipc_cuda::BayerPhase::kRGGB},
-    {"bggr10le", cipc_cuda::BayerPhase::kBGGR},
-    {"grbg10le", cipc_cuda::BayerPhase::kGRBG},
-    {"gbrg10le", cipc_cuda::BayerPhase::kGBRG},
 };
 
 bool input_of(GstVideoFormat f, cipc_cuda::MosaicInput* out) {
@@ -119,22 +92,6 @@ bool input_of(GstVideoFormat f, cipc_cuda::MosaicInput* out) {
     default:
       return false;
   }
-}
-
-gsize bayer_stride(gint width) {
-  return static_cast<gsize>(GST_ROUND_UP_4(width)) * 2;
-}
-
-// Frame size of fixed video/x-bayer caps; false if they lack a positive width or height.
-bool bayer_frame_size(GstCaps* caps, gsize* size) {
-  if (!caps || gst_caps_is_empty(caps)) return false;
-  const GstStructure* s = gst_caps_get_structure(caps, 0);
-  gint width = 0, height = 0;
-  if (!gst_structure_get_int(s, "width", &width) || !gst_structure_get_int(s, "height", &height) ||
-      width < 1 || height < 1)
-    return false;
-  *size = bayer_stride(width) * static_cast<gsize>(height);
-  return true;
 }
 
 }  // namespace
@@ -171,7 +128,7 @@ static void gst_cipc_bgra_to_rg10_set_property(GObject* object, guint prop_id, c
   Settings& s = *self->settings;
   switch (prop_id) {
     case PROP_BIT_ALIGNMENT:
-      s.bit_alignment = static_cast<GstCipcBitAlignmentValue>(g_value_get_enum(value));
+      s.bit_alignment = static_cast<GstCipcBitAlignment>(g_value_get_enum(value));
       break;
     case PROP_BLACK_LEVEL:
       s.black_level = g_value_get_uint(value);
@@ -232,24 +189,10 @@ static void gst_cipc_bgra_to_rg10_finalize(GObject* object) {
 static GstCaps* gst_cipc_bgra_to_rg10_transform_caps(GstBaseTransform* trans,
                                                      GstPadDirection direction, GstCaps* caps,
                                                      GstCaps* filter) {
-  GstCaps* other = gst_caps_new_empty();
-  const char* media_type = direction == GST_PAD_SINK ? "video/x-bayer" : "video/x-raw";
-  const char* formats = direction == GST_PAD_SINK ? SRC_FORMATS : SINK_FORMATS;
-  GValue format_list = G_VALUE_INIT;
-  g_value_init(&format_list, GST_TYPE_LIST);
-  gst_value_deserialize(&format_list, formats);
-  for (guint i = 0; i < gst_caps_get_size(caps); ++i) {
-    const GstStructure* in = gst_caps_get_structure(caps, i);
-    GstStructure* out = gst_structure_new_empty(media_type);
-    gst_structure_set_value(out, "format", &format_list);
-    for (const char* field : {"width", "height", "framerate"}) {
-      const GValue* v = gst_structure_get_value(in, field);
-      if (v) gst_structure_set_value(out, field, v);
-    }
-    other = gst_caps_merge_structure(other, out);
-  }
-  g_value_unset(&format_list);
-
+  GstCaps* other =
+      direction == GST_PAD_SINK
+          ? cipc_gst::caps_with_size_and_rate(caps, "video/x-bayer", SRC_FORMATS, nullptr)
+          : cipc_gst::caps_with_size_and_rate(caps, "video/x-raw", SINK_FORMATS, nullptr);
   if (filter) {
     GstCaps* filtered = gst_caps_intersect_full(filter, other, GST_CAPS_INTERSECT_FIRST);
     gst_caps_unref(other);
@@ -273,19 +216,14 @@ static gboolean gst_cipc_bgra_to_rg10_set_caps(GstBaseTransform* trans, GstCaps*
   const GstStructure* s = gst_caps_get_structure(outcaps, 0);
   const char* format = gst_structure_get_string(s, "format");
   gint width = 0, height = 0;
-  bool known = false;
-  for (const FormatPhase& f : kBayerFormats)
-    if (format && std::strcmp(format, f.name) == 0) {
-      st.phase = f.phase;
-      known = true;
-    }
+  const bool known = cipc_gst::bayer10_phase(format, &st.phase);
   if (!known || !gst_structure_get_int(s, "width", &width) ||
       !gst_structure_get_int(s, "height", &height) || width != GST_VIDEO_INFO_WIDTH(&st.in_info) ||
       height != GST_VIDEO_INFO_HEIGHT(&st.in_info)) {
     GST_ERROR_OBJECT(self, "unsupported output caps %" GST_PTR_FORMAT, outcaps);
     return FALSE;
   }
-  st.out_stride = bayer_stride(width);
+  st.out_stride = cipc_gst::bayer10_default_stride(width);
   st.configured = true;
   GST_INFO_OBJECT(self, "%s %dx%d -> %s, %" G_GSIZE_FORMAT " bytes per row",
                   GST_VIDEO_INFO_NAME(&st.in_info), width, height, format, st.out_stride);
@@ -299,7 +237,7 @@ static gboolean gst_cipc_bgra_to_rg10_transform_size(GstBaseTransform* trans,
   (void)caps;
   (void)size;
   if (direction == GST_PAD_SINK) {
-    if (bayer_frame_size(othercaps, othersize)) return TRUE;
+    if (cipc_gst::bayer10_frame_size(othercaps, othersize)) return TRUE;
   } else {
     GstVideoInfo info;
     if (gst_video_info_from_caps(&info, othercaps)) {
@@ -314,7 +252,7 @@ static gboolean gst_cipc_bgra_to_rg10_transform_size(GstBaseTransform* trans,
 static gboolean gst_cipc_bgra_to_rg10_get_unit_size(GstBaseTransform* trans, GstCaps* caps,
                                                     gsize* size) {
   (void)trans;
-  if (bayer_frame_size(caps, size)) return TRUE;
+  if (cipc_gst::bayer10_frame_size(caps, size)) return TRUE;
   GstVideoInfo info;
   if (!gst_video_info_from_caps(&info, caps)) return FALSE;
   *size = GST_VIDEO_INFO_SIZE(&info);
@@ -391,7 +329,7 @@ static void gst_cipc_bgra_to_rg10_class_init(GstCipcBgraToRg10Class* klass) {
                         "Where the 10 bits lie in each 16-bit little-endian word: bits 9..0 "
                         "(lsb, V4L2 RG10) or bits 15..6 with the low 6 bits zero (msb, as the "
                         "Jetson capture hardware writes them)",
-                        bit_alignment_get_type(), DEFAULT_BIT_ALIGNMENT, rw_playing));
+                        gst_cipc_bit_alignment_get_type(), DEFAULT_BIT_ALIGNMENT, rw_playing));
   g_object_class_install_property(
       object_class, PROP_BLACK_LEVEL,
       g_param_spec_uint("black-level", "Black level",
@@ -435,7 +373,6 @@ static void gst_cipc_bgra_to_rg10_class_init(GstCipcBgraToRg10Class* klass) {
   trans_class->transform = GST_DEBUG_FUNCPTR(gst_cipc_bgra_to_rg10_transform);
 
   GST_DEBUG_CATEGORY_INIT(gst_cipc_bgra_to_rg10_debug, "bgratorg10", 0, "bgratorg10");
-  gst_type_mark_as_plugin_api(bit_alignment_get_type(), static_cast<GstPluginAPIFlags>(0));
 }
 
 static void gst_cipc_bgra_to_rg10_init(GstCipcBgraToRg10* self) {

@@ -324,6 +324,36 @@ static GstCaps* gst_cuda_src_ipc_get_caps(GstBaseSrc* src, GstCaps* filter) {
   return caps;
 }
 
+// Downloads go into downstream's pool. Downstream without a pool (appsink, fakesink with system
+// caps) gets a video pool sized for the frame: GstBaseSrc's default would be sized 0.
+static gboolean gst_cuda_src_ipc_decide_allocation(GstBaseSrc* src, GstQuery* query) {
+  GstCaps* caps = nullptr;
+  gst_query_parse_allocation(query, &caps, nullptr);
+  GstVideoInfo info;
+  GstCapsFeatures* features = caps && gst_caps_get_size(caps) ? gst_caps_get_features(caps, 0) : nullptr;
+  const bool system_memory =
+      !features || !gst_caps_features_contains(features, GST_CAPS_FEATURE_MEMORY_CUDA_IPC);
+  if (caps && system_memory && gst_video_info_from_caps(&info, caps)) {
+    GstBufferPool* pool = nullptr;
+    guint size = 0, min = 0, max = 0;
+    const bool offered = gst_query_get_n_allocation_pools(query) > 0;
+    if (offered) gst_query_parse_nth_allocation_pool(query, 0, &pool, &size, &min, &max);
+    if (!pool) pool = gst_video_buffer_pool_new();
+    size = MAX(size, static_cast<guint>(GST_VIDEO_INFO_SIZE(&info)));
+    GstStructure* config = gst_buffer_pool_get_config(pool);
+    gst_buffer_pool_config_set_params(config, caps, size, min, max);
+    if (gst_query_find_allocation_meta(query, GST_VIDEO_META_API_TYPE, nullptr))
+      gst_buffer_pool_config_add_option(config, GST_BUFFER_POOL_OPTION_VIDEO_META);
+    gst_buffer_pool_set_config(pool, config);  // a pool that refuses keeps its own, checked on use
+    if (offered)
+      gst_query_set_nth_allocation_pool(query, 0, pool, size, min, max);
+    else
+      gst_query_add_allocation_pool(query, pool, size, min, max);
+    gst_object_unref(pool);
+  }
+  return GST_BASE_SRC_CLASS(gst_cuda_src_ipc_parent_class)->decide_allocation(src, query);
+}
+
 // Caps come from the producer, in create(); until then there is nothing to negotiate.
 static gboolean gst_cuda_src_ipc_negotiate(GstBaseSrc* src) {
   auto* self = GST_CUDA_SRC_IPC(src);
@@ -574,18 +604,6 @@ static GstFlowReturn copy_on_device(GstCudaSrcIpc* self, cipc::ReceivedFrame& fr
   return GST_FLOW_OK;
 }
 
-// Page-locks a downstream buffer's memory once for the life of that memory (its pool keeps it),
-// so downloads into it run at full speed. Memory that refuses is remembered and copied into as is.
-static void register_once(GstMemory* mem, void* data, size_t size) {
-  static const GQuark quark = g_quark_from_static_string("cudaipc-host-registration");
-  if (gst_mini_object_get_qdata(GST_MINI_OBJECT_CAST(mem), quark)) return;
-  auto* reg = new cipc_cuda::HostRegistration();
-  const cipc_cuda::Status s = cipc_cuda::HostRegistration::create(data, size, reg);
-  if (!s) GST_INFO("downstream memory cannot be page-locked, downloading into it as is: %s", s.message().c_str());
-  gst_mini_object_set_qdata(GST_MINI_OBJECT_CAST(mem), quark, reg,
-                            [](gpointer p) { delete static_cast<cipc_cuda::HostRegistration*>(p); });
-}
-
 // System memory downstream (ximagesink...): one device-to-host copy per frame, written straight
 // into a buffer of downstream's pool; the slot is released as soon as the copy is done.
 static GstFlowReturn download(GstCudaSrcIpc* self, cipc::ReceivedFrame& frame, const GstVideoInfo& layout,
@@ -594,12 +612,19 @@ static GstFlowReturn download(GstCudaSrcIpc* self, cipc::ReceivedFrame& frame, c
   GstBufferPool* pool = gst_base_src_get_buffer_pool(GST_BASE_SRC(self));
   GstBuffer* buffer = nullptr;
   GstFlowReturn ret = GST_FLOW_ERROR;
+  const bool had_pool = pool != nullptr;
   if (pool) {
     if (!gst_buffer_pool_is_active(pool)) gst_buffer_pool_set_active(pool, TRUE);
     ret = gst_buffer_pool_acquire_buffer(pool, &buffer, nullptr);
     gst_object_unref(pool);
   }
-  if (ret != GST_FLOW_OK) return ret == GST_FLOW_FLUSHING ? ret : GST_FLOW_ERROR;
+  if (ret == GST_FLOW_FLUSHING) return ret;
+  if (ret != GST_FLOW_OK) {
+    GST_ELEMENT_ERROR(self, RESOURCE, NO_SPACE_LEFT,
+                      ("Could not get a buffer to download a frame into."),
+                      ("%s", had_pool ? gst_flow_get_name(ret) : "no buffer pool was negotiated"));
+    return GST_FLOW_ERROR;
+  }
   GstVideoFrame dst;
   if (!gst_video_frame_map(&dst, &st.out_info, buffer, GST_MAP_WRITE)) {
     gst_buffer_unref(buffer);
@@ -607,7 +632,7 @@ static GstFlowReturn download(GstCudaSrcIpc* self, cipc::ReceivedFrame& frame, c
     return GST_FLOW_ERROR;
   }
   if (gst_buffer_n_memory(buffer) == 1)
-    register_once(gst_buffer_peek_memory(buffer, 0), dst.map[0].data, dst.map[0].size);
+    cipc_gst::register_host_memory_once(gst_buffer_peek_memory(buffer, 0), dst.map[0].data, dst.map[0].size);
   auto* slot = static_cast<cipc_gst::CudaSlotMemory*>(frame.slot->memory.get());
   const cipc_cuda::StreamHandle stream = st.stream.handle();
   cipc_cuda::Status s = slot->wait_ready(stream);
@@ -876,6 +901,7 @@ static void gst_cuda_src_ipc_class_init(GstCudaSrcIpcClass* klass) {
   basesrc_class->negotiate = GST_DEBUG_FUNCPTR(gst_cuda_src_ipc_negotiate);
   basesrc_class->set_caps = GST_DEBUG_FUNCPTR(gst_cuda_src_ipc_set_caps);
   basesrc_class->query = GST_DEBUG_FUNCPTR(gst_cuda_src_ipc_query);
+  basesrc_class->decide_allocation = GST_DEBUG_FUNCPTR(gst_cuda_src_ipc_decide_allocation);
   pushsrc_class->create = GST_DEBUG_FUNCPTR(gst_cuda_src_ipc_create);
 
   GST_DEBUG_CATEGORY_INIT(gst_cuda_src_ipc_debug, "cudasrc-ipc", 0, "cudasrc-ipc");

@@ -6,6 +6,7 @@
 
 #ifdef CIPC_HAVE_CUDA
 #include "gstbgratorg10.h"
+#include "gstrg10tobgra.h"
 #endif
 #include "gstcudasinkipc.h"
 #include "gstcudasrcipc.h"
@@ -21,6 +22,7 @@ static gboolean plugin_init(GstPlugin* plugin) {
   ok &= GST_ELEMENT_REGISTER(cudasrc_ipc, plugin);
 #ifdef CIPC_HAVE_CUDA
   ok &= GST_ELEMENT_REGISTER(bgratorg10, plugin);  // needs the CUDA layer's CPU mosaic
+  ok &= GST_ELEMENT_REGISTER(rg10tobgra, plugin);
 #endif
   return ok;
 }

@@ -474,4 +474,82 @@ TEST(DebayerCpu, NullOrEmptyDoesNothing) {
   for (uint8_t b : out) EXPECT_EQ(b, 0x77);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Output order and gray-world statistics
+
+TEST(DebayerCpu, RgbaOrderSwapsRedAndBlueOnly) {
+  const Raw raw = pseudo_random(9, 7, 3);
+  cc::DebayerParams bgra;
+  cc::DebayerParams rgba;
+  rgba.order = cc::PixelOrder::kRgba;
+  const auto a = run(raw, bgra);
+  const auto b = run(raw, rgba);
+  for (size_t i = 0; i < a.size(); i += 4) {
+    EXPECT_EQ(a[i], b[i + 2]);
+    EXPECT_EQ(a[i + 1], b[i + 1]);
+    EXPECT_EQ(a[i + 2], b[i]);
+    EXPECT_EQ(b[i + 3], 255);
+  }
+}
+
+TEST(DebayerStats, SampleCountsPerColour) {
+  // 5 x 3 RGGB: rows 0, 2 are R G R G R (3 R, 2 G each), row 1 is G B G B G (3 G, 2 B).
+  const cc::BayerSums rggb = cc::cfa_sample_counts(cc::BayerPhase::kRGGB, 5, 3);
+  EXPECT_EQ(rggb.count[cc::kCfaRed], 6u);
+  EXPECT_EQ(rggb.count[cc::kCfaGreen], 7u);
+  EXPECT_EQ(rggb.count[cc::kCfaBlue], 2u);
+  const cc::BayerSums gbrg = cc::cfa_sample_counts(cc::BayerPhase::kGBRG, 5, 3);
+  EXPECT_EQ(gbrg.count[cc::kCfaBlue], 4u);  // rows 0, 2 at odd columns
+  EXPECT_EQ(gbrg.count[cc::kCfaGreen], 8u);
+  EXPECT_EQ(gbrg.count[cc::kCfaRed], 3u);  // row 1 at even columns
+  const cc::BayerSums one = cc::cfa_sample_counts(cc::BayerPhase::kBGGR, 1, 1);
+  EXPECT_EQ(one.count[cc::kCfaBlue], 1u);
+  EXPECT_EQ(one.count[cc::kCfaRed] + one.count[cc::kCfaGreen], 0u);
+  for (cc::BayerPhase ph : kPhases) {
+    const cc::BayerSums s = cc::cfa_sample_counts(ph, 333, 211);
+    EXPECT_EQ(s.count[0] + s.count[1] + s.count[2], 333u * 211u);
+  }
+}
+
+TEST(DebayerStats, SumsSubtractBlackAndIgnoreUnusedBits) {
+  for (cc::BitAlignment a : kAlignments) {
+    Raw raw = flat(6, 4, 100);
+    for (int c = 0; c < 6; ++c) raw.at(1, c) = 10;  // below black: counts as 0
+    std::vector<uint8_t> in(2 * 6 * 4);
+    for (int r = 0; r < 4; ++r)
+      for (int c = 0; c < 6; ++c) {
+        const uint16_t w = encode(raw.at(r, c), a);
+        in[static_cast<size_t>(r * 12 + 2 * c)] = static_cast<uint8_t>(w & 0xFF);
+        in[static_cast<size_t>(r * 12 + 2 * c + 1)] = static_cast<uint8_t>(w >> 8);
+      }
+    cc::DebayerParams p;
+    p.alignment = a;
+    p.black_level = 20;
+    const cc::BayerSums s = cc::bayer_sums_cpu(in.data(), 12, 6, 4, p);
+    // RGGB: R on rows 0, 2 (6 samples of 80); B on rows 1, 3 (row 1 is 10 -> 0; row 3: 3 x 80);
+    // G: rows 0, 2 give 6 x 80, row 1 gives 0, row 3 gives 3 x 80.
+    EXPECT_EQ(s.sum[cc::kCfaRed], 6u * 80u);
+    EXPECT_EQ(s.sum[cc::kCfaBlue], 3u * 80u);
+    EXPECT_EQ(s.sum[cc::kCfaGreen], 9u * 80u);
+  }
+}
+
+TEST(DebayerStats, GrayWorldGains) {
+  const cc::WbGains fallback{1.5f, 1.0f, 2.0f};
+  unsigned long long count[3] = {10, 20, 10};
+  unsigned long long sum[3] = {1000, 4000, 500};  // means 100, 200, 50
+  cc::WbGains g = cc::gray_world_gains(sum, count, fallback);
+  EXPECT_EQ(g.red, 2.0f);
+  EXPECT_EQ(g.green, 1.0f);
+  EXPECT_EQ(g.blue, 4.0f);
+  unsigned long long extreme[3] = {1, 200000, 2000000};  // red far too dark, blue too bright
+  g = cc::gray_world_gains(extreme, count, fallback);
+  EXPECT_EQ(g.red, cc::kGrayWorldMaxGain);
+  EXPECT_EQ(g.blue, cc::kGrayWorldMinGain);
+  unsigned long long dark_blue[3] = {1000, 4000, 0};  // no signal in one colour: fixed gains
+  g = cc::gray_world_gains(dark_blue, count, fallback);
+  EXPECT_EQ(g.red, fallback.red);
+  EXPECT_EQ(g.blue, fallback.blue);
+}
+
 }  // namespace

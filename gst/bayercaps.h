@@ -1,0 +1,30 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// video/x-bayer caps of 10-bit samples in 16-bit little-endian words (GStreamer 1.24+ names:
+// rggb10le, bggr10le, grbg10le, gbrg10le), shared by bgratorg10 and rg10tobgra.
+#pragma once
+
+#include <gst/gst.h>
+
+#include "debayer.h"
+
+#define CIPC_BAYER10_FORMATS "{ rggb10le, bggr10le, grbg10le, gbrg10le }"
+
+namespace cipc_gst {
+
+// The CFA phase of a format name; false for anything else.
+bool bayer10_phase(const char* format, cipc_cuda::BayerPhase* phase);
+
+// Bytes per row when no GstVideoMeta says otherwise: GST_ROUND_UP_4(width) * 2.
+gsize bayer10_default_stride(gint width);
+
+// For caps transforms between video/x-raw and video/x-bayer: one structure per structure of
+// `caps`, named `media_type`, with the `formats` list (GStreamer list syntax, e.g. "{ a, b }")
+// and the width, height and framerate of the original; `feature` (may be null) on each.
+GstCaps* caps_with_size_and_rate(GstCaps* caps, const char* media_type, const char* formats,
+                                 const char* feature);
+
+// Frame size of fixed video/x-bayer caps at the default stride; false if the caps lack a
+// positive width or height.
+bool bayer10_frame_size(GstCaps* caps, gsize* size);
+
+}  // namespace cipc_gst

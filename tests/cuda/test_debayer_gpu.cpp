@@ -1,0 +1,286 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// The GPU debayer against its CPU reference (debayer_cpu): seeded random RAW10 input, odd
+// sizes, every phase, both alignments, both methods, the 0 and 1023 extremes, padded pitches,
+// mapped pinned host input, gray world across frames. Part of test-cuda-gpu; skips with the
+// reason without a usable device.
+//
+// The kernel is compiled without fused multiply-adds, so it is expected to match exactly; the
+// tests allow the tolerance of 1 code value and report how many bytes differ at all.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda_api.h"
+#include "debayer.h"
+#include "debayer_gpu.h"
+
+namespace cc = cipc_cuda;
+
+namespace {
+
+#define ASSERT_OK(expr)                                      \
+  do {                                                       \
+    const ::cipc_cuda::Status st_ = (expr);                  \
+    ASSERT_TRUE(st_.ok()) << #expr << ": " << st_.message(); \
+  } while (0)
+
+void* as_ptr(cc::DevicePtr p) {
+  return reinterpret_cast<void*>(static_cast<uintptr_t>(p));
+}
+
+std::string gpu_missing_reason() {
+  std::string why;
+  if (cc::device_count(&why) > 0) return std::string();
+  return why.empty() ? std::string("device_count() returned 0") : why;
+}
+
+struct Raw {
+  int width = 0, height = 0;
+  size_t pitch = 0;
+  std::vector<uint8_t> bytes;
+};
+
+// Random 10-bit samples (a quarter of them forced to 0 or 1023) in the given alignment; the
+// unused bits hold random garbage, which the debayer must ignore. Padding is random too.
+Raw random_raw(int width, int height, size_t pitch, cc::BitAlignment a, uint32_t seed) {
+  Raw raw{width, height, pitch, std::vector<uint8_t>(pitch * static_cast<size_t>(height))};
+  std::mt19937 rng(seed);
+  for (auto& b : raw.bytes) b = static_cast<uint8_t>(rng());
+  for (int r = 0; r < height; ++r) {
+    for (int c = 0; c < width; ++c) {
+      int v = static_cast<int>(rng() % 1024);
+      const uint32_t pick = rng() % 8;
+      if (pick == 0) v = 0;
+      if (pick == 1) v = 1023;
+      const uint32_t garbage = rng();
+      const uint16_t word = a == cc::BitAlignment::kLsb
+                                ? static_cast<uint16_t>(v | ((garbage & 0x3F) << 10))
+                                : static_cast<uint16_t>((v << 6) | (garbage & 0x3F));
+      uint8_t* p = raw.bytes.data() + static_cast<size_t>(r) * pitch + 2 * static_cast<size_t>(c);
+      p[0] = static_cast<uint8_t>(word & 0xFF);
+      p[1] = static_cast<uint8_t>(word >> 8);
+    }
+  }
+  return raw;
+}
+
+class GpuDebayerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string why = gpu_missing_reason();
+    if (!why.empty()) GTEST_SKIP() << "no CUDA device: " << why;
+    ASSERT_OK(cc::Stream::create(0, &stream_));
+    ASSERT_OK(cc::GpuDebayer::create(0, &debayer_));
+  }
+
+  // Uploads `raw`, debayers it on the GPU into an output prefilled with 0x5A (padding must stay
+  // so) and returns the output rows (out_pitch apart).
+  std::vector<uint8_t> run_gpu(const Raw& raw, size_t out_pitch, const cc::DebayerParams& p,
+                               cc::WhiteBalance wb = cc::WhiteBalance::kFixed) {
+    std::vector<uint8_t> out(out_pitch * static_cast<size_t>(raw.height), 0x5A);
+    cc::DeviceBuffer in_dev, out_dev;
+    EXPECT_TRUE(cc::DeviceBuffer::create(0, raw.bytes.size(), &in_dev).ok());
+    EXPECT_TRUE(cc::DeviceBuffer::create(0, out.size(), &out_dev).ok());
+    if (!in_dev.ptr() || !out_dev.ptr()) return {};
+    EXPECT_TRUE(cc::copy_2d_async(as_ptr(in_dev.ptr()), raw.bytes.size(), raw.bytes.data(),
+                                  raw.bytes.size(), raw.bytes.size(), 1, stream_.handle())
+                    .ok());
+    EXPECT_TRUE(cc::copy_2d_async(as_ptr(out_dev.ptr()), out.size(), out.data(), out.size(),
+                                  out.size(), 1, stream_.handle())
+                    .ok());
+    EXPECT_TRUE(debayer_.configure(p, wb, stream_.handle()).ok());
+    const cc::Status st = debayer_.run(in_dev.ptr(), raw.pitch, out_dev.ptr(), out_pitch, raw.width,
+                                       raw.height, stream_.handle());
+    EXPECT_TRUE(st.ok()) << st.message();
+    EXPECT_TRUE(cc::copy_2d_async(out.data(), out.size(), as_ptr(out_dev.ptr()), out.size(),
+                                  out.size(), 1, stream_.handle())
+                    .ok());
+    const cc::Status sync = stream_.synchronize();
+    EXPECT_TRUE(sync.ok()) << sync.message();
+    return out;
+  }
+
+  static std::vector<uint8_t> run_cpu(const Raw& raw, size_t out_pitch,
+                                      const cc::DebayerParams& p) {
+    std::vector<uint8_t> out(out_pitch * static_cast<size_t>(raw.height), 0x5A);
+    cc::debayer_cpu(raw.bytes.data(), raw.pitch, out.data(), out_pitch, raw.width, raw.height, p);
+    return out;
+  }
+
+  cc::Stream stream_;
+  cc::GpuDebayer debayer_;
+};
+
+// Largest difference between two outputs (padding included) and how many bytes differ.
+struct Diff {
+  int max = 0;
+  size_t count = 0;
+};
+Diff compare(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+  Diff d;
+  if (a.size() != b.size()) return Diff{256, a.size()};
+  for (size_t i = 0; i < a.size(); ++i) {
+    const int delta = std::abs(static_cast<int>(a[i]) - static_cast<int>(b[i]));
+    if (delta > 0) ++d.count;
+    if (delta > d.max) d.max = delta;
+  }
+  return d;
+}
+
+const char* phase_name(cc::BayerPhase p) {
+  static const char* kNames[] = {"RGGB", "BGGR", "GRBG", "GBRG"};
+  return kNames[static_cast<int>(p)];
+}
+
+TEST_F(GpuDebayerTest, MatchesCpuReferenceOverPhasesAlignmentsMethodsAndOddSizes) {
+  struct Size {
+    int w, h, extra_in, extra_out;
+  };
+  // Odd, tiny, tile-straddling and padded sizes (extra_*: padding bytes per row).
+  const Size sizes[] = {{1, 1, 0, 0},    {2, 2, 2, 4},   {3, 5, 0, 0},     {5, 3, 6, 12},
+                        {63, 17, 2, 0},  {65, 15, 0, 8}, {127, 33, 10, 4}, {333, 211, 64, 36},
+                        {1921, 7, 0, 0}, {64, 16, 0, 0}};
+  const cc::BayerPhase phases[] = {cc::BayerPhase::kRGGB, cc::BayerPhase::kBGGR,
+                                   cc::BayerPhase::kGRBG, cc::BayerPhase::kGBRG};
+  uint32_t seed = 1234;
+  size_t compared = 0, differing = 0;
+  for (const Size& s : sizes) {
+    for (cc::BayerPhase phase : phases) {
+      for (cc::BitAlignment align : {cc::BitAlignment::kLsb, cc::BitAlignment::kMsb}) {
+        for (cc::Demosaic method : {cc::Demosaic::kBilinear, cc::Demosaic::kMhc}) {
+          cc::DebayerParams p;
+          p.phase = phase;
+          p.alignment = align;
+          p.method = method;
+          p.black_level = static_cast<uint16_t>(seed % 3 == 0 ? 0 : 50);
+          p.wb_red = 1.9f;
+          p.wb_green = 1.0f;
+          p.wb_blue = 1.4f;
+          p.gain = 1.25f;
+          p.transfer = seed % 2 ? cc::Transfer::kSrgb : cc::Transfer::kPower;
+          p.order = seed % 5 == 0 ? cc::PixelOrder::kRgba : cc::PixelOrder::kBgra;
+          const size_t in_pitch = 2 * static_cast<size_t>(s.w) + static_cast<size_t>(s.extra_in);
+          const size_t out_pitch = 4 * static_cast<size_t>(s.w) + static_cast<size_t>(s.extra_out);
+          const Raw raw = random_raw(s.w, s.h, in_pitch, align, seed++);
+          const auto gpu = run_gpu(raw, out_pitch, p);
+          const auto cpu = run_cpu(raw, out_pitch, p);
+          const Diff d = compare(gpu, cpu);
+          compared += cpu.size();
+          differing += d.count;
+          ASSERT_LE(d.max, 1) << s.w << "x" << s.h << " " << phase_name(phase)
+                              << (align == cc::BitAlignment::kMsb ? " msb " : " lsb ")
+                              << (method == cc::Demosaic::kMhc ? "mhc" : "bilinear") << ": "
+                              << d.count << " bytes differ";
+        }
+      }
+    }
+  }
+  std::printf("[ info     ] %zu bytes compared, %zu differ (by 1)\n", compared, differing);
+}
+
+TEST_F(GpuDebayerTest, LinearAndRgbaOrderMatchAtFullHd) {
+  cc::DebayerParams p;
+  p.transfer = cc::Transfer::kLinear;
+  p.order = cc::PixelOrder::kRgba;
+  p.black_level = 64;
+  const Raw raw = random_raw(1920, 1080, 3840, cc::BitAlignment::kLsb, 77);
+  const Diff d = compare(run_gpu(raw, 7680, p), run_cpu(raw, 7680, p));
+  EXPECT_LE(d.max, 1) << d.count << " bytes differ";
+}
+
+TEST_F(GpuDebayerTest, ReadsMappedPinnedHostInputInPlace) {
+  const int w = 641, h = 363;
+  const size_t in_pitch = 2 * w + 14, out_pitch = 4 * w;
+  const Raw raw = random_raw(w, h, in_pitch, cc::BitAlignment::kMsb, 9);
+  cc::PinnedHostBuffer pinned;
+  ASSERT_OK(cc::PinnedHostBuffer::create(raw.bytes.size(), &pinned));
+  std::memcpy(pinned.data(), raw.bytes.data(), raw.bytes.size());
+  cc::DevicePtr in = 0;
+  ASSERT_OK(cc::mapped_device_pointer(pinned.data(), &in));
+  cc::DeviceBuffer out_dev;
+  ASSERT_OK(cc::DeviceBuffer::create(0, out_pitch * h, &out_dev));
+  cc::DebayerParams p;
+  p.alignment = cc::BitAlignment::kMsb;
+  p.phase = cc::BayerPhase::kGBRG;
+  ASSERT_OK(debayer_.configure(p, cc::WhiteBalance::kFixed, stream_.handle()));
+  ASSERT_OK(debayer_.run(in, in_pitch, out_dev.ptr(), out_pitch, w, h, stream_.handle()));
+  std::vector<uint8_t> gpu(out_pitch * h);
+  ASSERT_OK(cc::copy_2d_async(gpu.data(), gpu.size(), as_ptr(out_dev.ptr()), gpu.size(), gpu.size(),
+                              1, stream_.handle()));
+  ASSERT_OK(stream_.synchronize());
+  const Diff d = compare(gpu, run_cpu(raw, out_pitch, p));
+  EXPECT_LE(d.max, 1) << d.count << " bytes differ";
+}
+
+// Gray world: frame 1 uses the fixed gains; frame 2 uses gains from frame 1's statistics
+// (computed on the GPU), which must equal gray_world_gains of the CPU sums; frame 3 uses
+// frame 2's. Each output equals the reference run with those gains.
+TEST_F(GpuDebayerTest, GrayWorldUsesThePreviousFramesStatistics) {
+  const int w = 517, h = 301;
+  const size_t in_pitch = 2 * w, out_pitch = 4 * w;
+  cc::DebayerParams p;
+  p.phase = cc::BayerPhase::kGRBG;
+  p.black_level = 40;
+  p.wb_red = 1.5f;
+  p.wb_blue = 2.5f;
+  // Frames with a colour cast: red and blue samples scaled down, differently per frame.
+  std::vector<Raw> frames;
+  for (int f = 0; f < 3; ++f) {
+    Raw raw = random_raw(w, h, in_pitch, cc::BitAlignment::kLsb, 500 + f);
+    for (int r = 0; r < h; ++r) {
+      for (int c = 0; c < w; ++c) {
+        uint8_t* px = raw.bytes.data() + r * in_pitch + 2 * c;
+        int v = (px[0] | (px[1] << 8)) & 0x3FF;
+        const cc::CfaColor color = cc::cfa_color(p.phase, r, c);
+        if (color == cc::kCfaRed) v = v * (f + 1) / 5;
+        if (color == cc::kCfaBlue) v = v / (f + 2);
+        px[0] = static_cast<uint8_t>(v & 0xFF);
+        px[1] = static_cast<uint8_t>(v >> 8);
+      }
+    }
+    frames.push_back(std::move(raw));
+  }
+  cc::WbGains expected{p.wb_red, p.wb_green, p.wb_blue};
+  for (int f = 0; f < 3; ++f) {
+    const auto gpu = run_gpu(frames[f], out_pitch, p, cc::WhiteBalance::kGrayWorld);
+    const cc::WbGains used = debayer_.last_gains();
+    EXPECT_EQ(used.red, expected.red) << "frame " << f;
+    EXPECT_EQ(used.green, expected.green) << "frame " << f;
+    EXPECT_EQ(used.blue, expected.blue) << "frame " << f;
+    cc::DebayerParams with = p;
+    with.wb_red = expected.red;
+    with.wb_green = expected.green;
+    with.wb_blue = expected.blue;
+    const Diff d = compare(gpu, run_cpu(frames[f], out_pitch, with));
+    EXPECT_LE(d.max, 1) << "frame " << f << ": " << d.count << " bytes differ";
+    const cc::BayerSums sums = cc::bayer_sums_cpu(frames[f].bytes.data(), in_pitch, w, h, p);
+    expected = cc::gray_world_gains(sums.sum, sums.count, {p.wb_red, p.wb_green, p.wb_blue});
+    EXPECT_GT(expected.red, 1.5f) << "the cast should ask for more red";
+  }
+  // Back to fixed: the fixed gains at once.
+  run_gpu(frames[0], out_pitch, p, cc::WhiteBalance::kFixed);
+  EXPECT_EQ(debayer_.last_gains().blue, p.wb_blue);
+}
+
+TEST_F(GpuDebayerTest, RejectsBadGeometryWithAClearMessage) {
+  cc::DebayerParams p;
+  ASSERT_OK(debayer_.configure(p, cc::WhiteBalance::kFixed, stream_.handle()));
+  cc::DeviceBuffer buf;
+  ASSERT_OK(cc::DeviceBuffer::create(0, 1 << 20, &buf));
+  cc::Status st = debayer_.run(buf.ptr(), 100, buf.ptr(), 400, 64, 4, stream_.handle());
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("input rows"), std::string::npos) << st.message();
+  st = debayer_.run(buf.ptr(), 128, buf.ptr() + 2, 256, 64, 4, stream_.handle());
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("output rows"), std::string::npos) << st.message();
+  st = debayer_.run(buf.ptr(), 128, buf.ptr(), 256, 0, 4, stream_.handle());
+  EXPECT_FALSE(st.ok());
+}
+
+}  // namespace
