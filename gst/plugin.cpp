@@ -10,6 +10,7 @@
 #endif
 #include "gstcudasinkipc.h"
 #include "gstcudasrcipc.h"
+#include "gstcudav4l2src.h"
 #include "slotmemory.h"
 
 #ifndef PACKAGE
@@ -20,6 +21,7 @@ static gboolean plugin_init(GstPlugin* plugin) {
   gst_cipc_slot_allocator_get();  // registers the slot allocator by name
   gboolean ok = GST_ELEMENT_REGISTER(cudasink_ipc, plugin);
   ok &= GST_ELEMENT_REGISTER(cudasrc_ipc, plugin);
+  ok &= GST_ELEMENT_REGISTER(cudav4l2src, plugin);  // V4L2 capture: no CUDA needed
 #ifdef CIPC_HAVE_CUDA
   ok &= GST_ELEMENT_REGISTER(bgratorg10, plugin);  // needs the CUDA layer's CPU mosaic
   ok &= GST_ELEMENT_REGISTER(rg10tobgra, plugin);
