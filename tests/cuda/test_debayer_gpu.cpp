@@ -142,10 +142,11 @@ TEST_F(GpuDebayerTest, MatchesCpuReferenceOverPhasesAlignmentsMethodsAndOddSizes
   struct Size {
     int w, h, extra_in, extra_out;
   };
-  // Odd, tiny, tile-straddling and padded sizes (extra_*: padding bytes per row).
+  // Odd, tiny, tile-straddling and padded sizes (extra_*: padding bytes per row); 517x77 has
+  // 16-byte aligned input rows (1040 bytes), the kernel's chunked-load path.
   const Size sizes[] = {{1, 1, 0, 0},    {2, 2, 2, 4},   {3, 5, 0, 0},     {5, 3, 6, 12},
                         {63, 17, 2, 0},  {65, 15, 0, 8}, {127, 33, 10, 4}, {333, 211, 64, 36},
-                        {1921, 7, 0, 0}, {64, 16, 0, 0}};
+                        {1921, 7, 0, 0}, {64, 16, 0, 0}, {517, 77, 6, 0}};
   const cc::BayerPhase phases[] = {cc::BayerPhase::kRGGB, cc::BayerPhase::kBGGR,
                                    cc::BayerPhase::kGRBG, cc::BayerPhase::kGBRG};
   uint32_t seed = 1234;
