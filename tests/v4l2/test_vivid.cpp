@@ -878,7 +878,9 @@ TEST_F(Vivid, UnsupportedModeNamesTheDevice) {
 // ---- gst-launch, as a user runs it on a machine without a GPU -------------------------------
 
 TEST_F(Vivid, GstLaunchToFilesink) {
-  const std::string path = "/tmp/cudav4l2src-vivid.raw";
+  // The guest's writable scratch space (/run, a tmpfs; the host's /tmp is read-only in there).
+  const char* scratch = g_getenv("TMPDIR");
+  const std::string path = std::string(scratch ? scratch : "/tmp") + "/cudav4l2src-vivid.raw";
   unlink(path.c_str());
   gchar* out = nullptr;
   gchar* err = nullptr;
