@@ -23,19 +23,22 @@ guint plane_rows(const GstVideoInfo& info, guint plane) {
   return GST_VIDEO_FORMAT_INFO_SCALE_HEIGHT(info.finfo, comp[0], GST_VIDEO_INFO_HEIGHT(&info));
 }
 
+// Whether the frame is long enough for the caps' default layout.
+static bool holds_default_layout(const cipc::Frame& frame, const GstVideoInfo& info,
+                                 std::string* why) {
+  if (frame.size >= GST_VIDEO_INFO_SIZE(&info)) return true;
+  *why = "frame of " + std::to_string(frame.size) + " bytes is smaller than the caps need (" +
+         std::to_string(GST_VIDEO_INFO_SIZE(&info)) + ")";
+  return false;
+}
+
 bool validate_planes(const cipc::Frame& frame, const GstVideoInfo& info, GstVideoInfo* layout,
                      std::string* why) {
   *layout = info;
   const guint n_planes = GST_VIDEO_INFO_N_PLANES(&info);
   const GstVideoFormatInfo* finfo = info.finfo;
   if (frame.n_planes == 0) {
-    // No layout sent: the default one for the caps must fit.
-    if (frame.size < GST_VIDEO_INFO_SIZE(&info)) {
-      *why = "frame of " + std::to_string(frame.size) + " bytes is smaller than the caps need (" +
-             std::to_string(GST_VIDEO_INFO_SIZE(&info)) + ")";
-      return false;
-    }
-    return true;
+    return holds_default_layout(frame, info, why);  // no layout sent: the caps' default
   }
   if (frame.n_planes != n_planes) {
     *why = "frame has " + std::to_string(frame.n_planes) + " planes, caps have " +
@@ -52,6 +55,9 @@ bool validate_planes(const cipc::Frame& frame, const GstVideoInfo& info, GstVide
         *why = "tiled formats must use the default layout";
         return false;
       }
+      // A frame shorter than the default layout would have downstream read past the slot
+      // (found by tests/fuzz frame-layout).
+      if (!holds_default_layout(frame, info, why)) return false;
       continue;
     }
     const guint rows = plane_rows(info, p);

@@ -125,11 +125,19 @@ IoResult Channel::receive(Packet& out, std::string* error) {
   msg.msg_control = control;
   msg.msg_controllen = sizeof(control);
   ssize_t n;
+  bool reset_reported = false;
   for (;;) {
     n = ::recvmsg(fd_.get(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     if (n >= 0) break;
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return IoResult::kWouldBlock;
+    // A peer that closes with our messages unread makes the kernel report ECONNRESET once,
+    // ahead of what the peer sent before closing (its BYE or ERROR). Read on: those messages
+    // are still queued, and the end of the queue reads as a plain close.
+    if (errno == ECONNRESET && !reset_reported) {
+      reset_reported = true;
+      continue;
+    }
     if (errno == ECONNRESET || errno == ENOTCONN) {
       set_error(error, "peer closed the connection");
       return IoResult::kClosed;

@@ -747,7 +747,7 @@ TEST_F(ProducerConsumer, DestroyedConsumerHasItsClaimsReclaimedAndFramesStayRead
   expect_frame(*again, 0, 20);
 }
 
-// KNOWN IPC BUG (fails today): a consumer that leaves with BYE (or ERROR) while frames are still
+// Regression test for a bug since fixed, as it was: a consumer that leaves with BYE (or ERROR) while frames are still
 // alive in its process gets its claims dropped without retire(). Producer::handle
 // (ipc/producer.cpp, the kBye and kError branches) calls drop(..., retire=false). But those frames
 // stay mapped and readable after the Consumer is gone (consumer.h: ImportedSlot "stays mapped while
@@ -1239,7 +1239,7 @@ ChildResult connect_as_other_user(const std::string& path) {
   return result;
 }
 
-// KNOWN IPC BUG (fails today): the refused consumer does not learn why. Producer::accept_all
+// Regression test for a bug since fixed, as it was: the refused consumer does not learn why. Producer::accept_all
 // (ipc/producer.cpp, the uid check) rejects at accept time and drop() closes the socket at once.
 // Either the consumer's HELLO is still unread in the producer's socket, so Linux hands the consumer
 // ECONNRESET before the queued ERROR and Consumer::connect returns kClosed ("the producer closed

@@ -1,0 +1,668 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// Hostile peers (issue #7), the cases test_producer_consumer.cpp does not cover yet. On the
+// producer side each test has a well-behaved consumer streaming while a hostile one connects;
+// the hostile one must be dropped with a logged reason (the observer hears of a problem), the
+// good one must keep streaming bit-exact frames, and afterwards the process must hold no more
+// descriptors than before the attack. On the consumer side a fake producer misbehaves; the
+// consumer must end the connection with a reason, tell the producer why, and leak nothing.
+//
+// Already covered elsewhere (test_producer_consumer.cpp HostileClient and friends): RELEASE of a
+// frame never received, FRAME/RELEASE/WELCOME before HELLO, a second HELLO, garbage, truncated
+// and oversized datagrams, descriptors with HELLO/RELEASE, too many descriptors, FENCE for a slot
+// never given, producer-only messages from a consumer; the other-uid refusal on its own.
+//
+// LastWords: what a peer sent just before it closed must still be read (ipc/channel.cpp, the
+// ECONNRESET case), so that a consumer's BYE gets its slots retired and a refused peer learns why.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "consumer.h"
+#include "producer.h"
+#include "test_util.h"
+
+namespace cipc {
+namespace {
+
+using cipc_test::eventually;
+using cipc_test::open_fd_count;
+using cipc_test::receive_message;
+using cipc_test::receive_within;
+using cipc_test::TempDir;
+using Kind = ConsumerEvent::Kind;
+
+constexpr size_t kSlotBytes = 8192;
+constexpr const char* kCaps = "video/x-raw, format=GRAY8, width=64, height=128";
+
+class Hold final : public FrameHold {
+ public:
+  explicit Hold(std::atomic<int>& destroyed) : destroyed_(destroyed) {}
+  ~Hold() override { ++destroyed_; }
+  void retire() override {}
+
+ private:
+  std::atomic<int>& destroyed_;
+};
+
+// Records the reasons of problem drops. It can also hold the producer's I/O thread inside the
+// next on_consumer_attached call, so that a test can queue messages the producer cannot read yet.
+class ProblemLog final : public ProducerObserver {
+ public:
+  void on_consumer_attached(uint64_t, pid_t) override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    ++attached_;
+    cv_.notify_all();
+    if (!hold_) return;
+    held_ = true;
+    cv_.notify_all();
+    cv_.wait(lock, [this] { return !hold_; });
+  }
+  // Holds the attach after the `so_far`-th: the calls for earlier consumers may still be on
+  // their way (the I/O thread makes them after it answered HELLO), and must not be the one held.
+  void hold_attach_after(int so_far) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait_for(lock, std::chrono::seconds(5), [&] { return attached_ >= so_far; });
+    hold_ = true;
+    held_ = false;
+  }
+  bool wait_until_held() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return cv_.wait_for(lock, std::chrono::seconds(5), [this] { return held_; });
+  }
+  void let_go() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    hold_ = false;
+    cv_.notify_all();
+  }
+  void on_consumer_detached(uint64_t, const std::string& reason, bool problem) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (problem) problems_.push_back(reason);
+  }
+  bool saw(const std::string& text) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& r : problems_)
+      if (r.find(text) != std::string::npos) return true;
+    return false;
+  }
+  std::string dump() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::string s;
+    for (const auto& r : problems_) s += "[" + r + "] ";
+    return s.empty() ? "(no problem logged)" : s;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  bool hold_ = false, held_ = false;
+  int attached_ = 0;
+  std::vector<std::string> problems_;
+};
+
+uint8_t pattern(uint8_t seed, size_t i) {
+  return static_cast<uint8_t>(seed * 13 + i * 7 + (i >> 8));
+}
+
+// Sends bytes with any number of descriptors: a hostile peer is not bound by Channel's limit.
+ssize_t send_with_fds(int socket, const std::vector<uint8_t>& bytes, const std::vector<int>& fds) {
+  iovec iov{const_cast<uint8_t*>(bytes.data()), bytes.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  std::vector<char> control(CMSG_SPACE(sizeof(int) * fds.size()));
+  if (!fds.empty()) {
+    msg.msg_control = control.data();
+    msg.msg_controllen = control.size();
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  }
+  return ::sendmsg(socket, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+// ---- producer side ------------------------------------------------------------------------------
+
+class HostilePeers : public ::testing::Test {
+ protected:
+  void SetUp() override { path_ = dir_.file("producer.sock"); }
+
+  void start(uint32_t hello_timeout_ms = 5000) {
+    ProducerConfig c;
+    c.socket_path = path_;
+    c.max_in_flight = 4;
+    c.release_timeout_ms = 30000;
+    c.hello_timeout_ms = hello_timeout_ms;
+    auto p = Producer::start(c, &log_);
+    ASSERT_TRUE(p.is_ok()) << p.error().message;
+    producer_ = std::move(p.value());
+    for (int i = 0; i < 2; ++i) {
+      auto m = backend_.allocate(kSlotBytes);
+      ASSERT_TRUE(m.is_ok()) << m.error().message;
+      slots_.push_back(std::move(m.value()));
+    }
+    producer_->set_caps(1, kCaps, kSlotBytes);
+    ConsumerConfig cc;
+    cc.socket_path = path_;
+    auto c2 = Consumer::connect(cc, consumer_backend_);
+    ASSERT_TRUE(c2.is_ok()) << c2.error().message;
+    good_ = std::move(c2.value());
+    attaches_ = 1;
+    ASSERT_EQ(good_->next(5000).kind, Kind::kCaps);
+    ASSERT_NO_FATAL_FAILURE(good_streams());
+    fds_before_ = open_fd_count();
+  }
+
+  // Publishes a frame and requires the good consumer to receive it bit-exact, then releases it.
+  void good_streams() {
+    const uint32_t index = static_cast<uint32_t>(seed_ % slots_.size());
+    const uint8_t seed = seed_++;
+    auto* p = static_cast<uint8_t*>(slots_[index]->data());
+    for (size_t i = 0; i < kSlotBytes; ++i) p[i] = pattern(seed, i);
+    Frame f;
+    f.size = kSlotBytes;
+    ASSERT_GE(producer_->publish(SlotRef{1, index, slots_[index].get()}, f,
+                                 std::make_shared<Hold>(holds_destroyed_)),
+              1u);
+    ConsumerEvent e = good_->next(5000);
+    ASSERT_EQ(e.kind, Kind::kFrame) << "the good consumer stopped streaming: " << e.error.message;
+    const auto* got = static_cast<const uint8_t*>(e.frame.slot->memory->data());
+    for (size_t i = 0; i < kSlotBytes; ++i)
+      ASSERT_EQ(got[i], pattern(seed, i)) << "byte " << i << " of the good consumer's frame";
+  }
+
+  friend Channel connect_and_queue(HostilePeers&, ProblemLog&,
+                                   const std::function<void(Channel&)>&);
+
+  Channel raw_client(bool say_hello) {
+    auto c = Channel::connect(path_);
+    EXPECT_TRUE(c.is_ok()) << c.error().message;
+    if (!c.is_ok()) return Channel();
+    if (say_hello) {
+      ++attaches_;
+      EXPECT_EQ(c->send(Message{Hello{}}), IoResult::kOk);
+      Message m;
+      if (receive_message(*c, &m)) {
+        EXPECT_EQ(m.type(), MessageType::kWelcome);
+      }
+    }
+    return std::move(c.value());
+  }
+
+  // The producer's answer to a hostile client: an ERROR (perhaps after other messages), then the
+  // end of the connection.
+  static ErrorMessage expect_error_then_closed(Channel& c) {
+    for (int i = 0; i < 64; ++i) {
+      Packet p;
+      const IoResult r = receive_within(c, p);
+      if (r != IoResult::kOk) {
+        ADD_FAILURE() << "connection ended without an ERROR";
+        return {};
+      }
+      DecodeResult d = decode(p.bytes.data(), p.bytes.size());
+      if (!d || d.message().type() != MessageType::kError) continue;
+      const ErrorMessage e = std::get<ErrorMessage>(d.message().body);
+      Packet after;
+      IoResult r2 = IoResult::kOk;
+      for (int k = 0; k < 64 && r2 == IoResult::kOk; ++k) r2 = receive_within(c, after);
+      EXPECT_EQ(r2, IoResult::kClosed) << "still connected after ERROR";
+      return e;
+    }
+    ADD_FAILURE() << "no ERROR among the first 64 messages";
+    return {};
+  }
+
+  // The common ending: the reason was logged, the good consumer streams, nothing leaked.
+  void expect_dropped_with_reason(const std::string& reason) {
+    EXPECT_TRUE(eventually([&] { return log_.saw(reason); })) << log_.dump();
+    ASSERT_NO_FATAL_FAILURE(good_streams());
+    EXPECT_TRUE(eventually([&] { return open_fd_count() <= fds_before_; }))
+        << "descriptors: " << fds_before_ << " before the hostile peer, " << open_fd_count()
+        << " after it is gone";
+    EXPECT_TRUE(eventually([&] { return producer_->stats().consumers == 1; }));
+  }
+
+  TempDir dir_;
+  std::string path_;
+  ProblemLog log_;
+  HostMemoryBackend backend_, consumer_backend_;
+  std::vector<std::unique_ptr<SlotMemory>> slots_;
+  std::atomic<int> holds_destroyed_{0};
+  std::unique_ptr<Producer> producer_;
+  std::unique_ptr<Consumer> good_;
+  uint8_t seed_ = 1;
+  int fds_before_ = 0;
+  int attaches_ = 0;  // consumers this test has made attach (the producer answered their HELLO)
+};
+
+// Holds the producer's I/O thread (in the observer call for a new consumer) while `queue` sends
+// on a fresh connection, so that everything it sends is waiting when the producer reads.
+Channel connect_and_queue(HostilePeers& t, ProblemLog& log,
+                          const std::function<void(Channel&)>& queue) {
+  log.hold_attach_after(t.attaches_);
+  Channel attaching = t.raw_client(true);  // its on_consumer_attached call holds the I/O thread
+  EXPECT_TRUE(log.wait_until_held());
+  Channel c = t.raw_client(false);
+  queue(c);
+  log.let_go();
+  return c;
+}
+
+TEST_F(HostilePeers, HelloOfAnotherVersionIsRefusedWhileAnotherConsumerStreams) {
+  ASSERT_NO_FATAL_FAILURE(start());
+  {
+    Channel c = raw_client(false);
+    ASSERT_EQ(c.send(encode(Message{Hello{}}, kProtocolVersion + 1)), IoResult::kOk);
+    const ErrorMessage e = expect_error_then_closed(c);
+    EXPECT_EQ(e.code, static_cast<uint32_t>(ErrorCode::kVersionMismatch)) << e.text;
+    EXPECT_NE(e.text.find("version " + std::to_string(kProtocolVersion + 1)), std::string::npos)
+        << e.text;
+  }
+  expect_dropped_with_reason("speaks protocol version " + std::to_string(kProtocolVersion + 1));
+}
+
+TEST_F(HostilePeers, HeaderAnnouncingAHugeLengthIsDropped) {
+  ASSERT_NO_FATAL_FAILURE(start());
+  {
+    Channel c = raw_client(true);
+    std::vector<uint8_t> b = encode(Message{Release{}});
+    for (size_t i = 8; i < 12; ++i) b[i] = 0xff;  // body length 4 GiB - 1, 24 bytes follow
+    ASSERT_EQ(c.send(b), IoResult::kOk);
+    const ErrorMessage e = expect_error_then_closed(c);
+    EXPECT_EQ(e.code, static_cast<uint32_t>(ErrorCode::kProtocol)) << e.text;
+  }
+  expect_dropped_with_reason("header announces 4294967295 body bytes");
+}
+
+TEST_F(HostilePeers, ReleaseBehindAFenceItNeverSentIsDropped) {
+  ASSERT_NO_FATAL_FAILURE(start());
+  {
+    Channel c = raw_client(true);
+    Message m;
+    ASSERT_TRUE(receive_message(c, &m));      // CAPS
+    ASSERT_NO_FATAL_FAILURE(good_streams());  // the hostile client gets SLOT and FRAME too
+    Frame got;
+    for (int i = 0; i < 2; ++i) {
+      ASSERT_TRUE(receive_message(c, &m));
+      if (m.type() == MessageType::kFrame) got = std::get<Frame>(m.body);
+    }
+    ASSERT_NE(got.sequence, 0u);
+    Release r;
+    r.generation = got.generation;
+    r.slot = got.slot;
+    r.sequence = got.sequence;
+    r.flags = Release::kFenceRecorded;
+    ASSERT_EQ(c.send(Message{r}), IoResult::kOk);
+    const ErrorMessage e = expect_error_then_closed(c);
+    EXPECT_EQ(e.code, static_cast<uint32_t>(ErrorCode::kProtocol)) << e.text;
+  }
+  expect_dropped_with_reason("behind a fence it never sent");
+}
+
+TEST_F(HostilePeers, FloodOfHellosOnOneConnectionIsDroppedAndToldWhy) {
+  ASSERT_NO_FATAL_FAILURE(start());
+  {
+    int sent = 0;
+    Channel c = connect_and_queue(*this, log_, [&](Channel& ch) {
+      const std::vector<uint8_t> hello = encode(Message{Hello{}});
+      while (sent < 100000 && ch.send(hello) == IoResult::kOk) ++sent;  // until the socket is full
+    });
+    EXPECT_GT(sent, 100);
+    // The first HELLO is answered, the second gets the client dropped, the rest is discarded.
+    const ErrorMessage e = expect_error_then_closed(c);
+    EXPECT_EQ(e.code, static_cast<uint32_t>(ErrorCode::kProtocol)) << e.text;
+    EXPECT_NE(e.text.find("HELLO twice"), std::string::npos) << e.text;
+  }
+  expect_dropped_with_reason("HELLO twice");
+}
+
+// A peer whose refused message is followed by more it already sent (pipelining, as a consumer
+// releasing frames while it is being timed out does) still reads why: the producer discards
+// what it did not read before closing, so the kernel does not reset the connection (the peer's
+// read would fail with ECONNRESET before reaching the ERROR).
+TEST_F(HostilePeers, MessagesQueuedBehindARefusedOneDoNotHideTheReason) {
+  ASSERT_NO_FATAL_FAILURE(start());
+  for (const int queued : {1, 100}) {
+    SCOPED_TRACE(std::to_string(queued) + " message(s) queued behind the refused HELLO");
+    Channel c = connect_and_queue(*this, log_, [&](Channel& ch) {
+      ASSERT_EQ(ch.send(encode(Message{Hello{}}, kProtocolVersion + 1)), IoResult::kOk);
+      const std::vector<uint8_t> eos = encode(Message{Eos{}});
+      for (int i = 0; i < queued; ++i) ASSERT_EQ(ch.send(eos), IoResult::kOk);
+    });
+    const ErrorMessage e = expect_error_then_closed(c);
+    EXPECT_EQ(e.code, static_cast<uint32_t>(ErrorCode::kVersionMismatch)) << e.text;
+  }
+  expect_dropped_with_reason("speaks protocol version");
+}
+
+TEST_F(HostilePeers, FloodOfConsumersBeyondTheSessionLimitIsRefused) {
+  ASSERT_NO_FATAL_FAILURE(start());
+  {
+    std::vector<Channel> attached;
+    ErrorMessage refusal;
+    for (int i = 0; i < 200 && refusal.text.empty(); ++i) {
+      auto c = Channel::connect(path_);
+      ASSERT_TRUE(c.is_ok()) << c.error().message;
+      ASSERT_EQ(c->send(Message{Hello{}}), IoResult::kOk);
+      Message m;
+      ASSERT_TRUE(receive_message(*c, &m)) << "after " << attached.size() << " consumers";
+      if (m.type() == MessageType::kError) {
+        refusal = std::get<ErrorMessage>(m.body);
+        break;
+      }
+      ASSERT_EQ(m.type(), MessageType::kWelcome);
+      attached.push_back(std::move(c.value()));
+    }
+    EXPECT_EQ(refusal.code, static_cast<uint32_t>(ErrorCode::kUnsupported)) << refusal.text;
+    EXPECT_NE(refusal.text.find("too many consumers"), std::string::npos) << refusal.text;
+    EXPECT_LT(attached.size(), 200u) << "no limit on the number of consumers";
+    ASSERT_NO_FATAL_FAILURE(good_streams());  // the good one is still served at the limit
+  }
+  // The flood is gone: room again.
+  EXPECT_TRUE(eventually([&] { return producer_->stats().consumers == 1; }));
+  {
+    ConsumerConfig cc;
+    cc.socket_path = path_;
+    auto again = Consumer::connect(cc, consumer_backend_);
+    EXPECT_TRUE(again.is_ok()) << again.error().message;
+  }
+  expect_dropped_with_reason("too many consumers");
+}
+
+TEST_F(HostilePeers, FloodOfSilentConnectionsIsDroppedAfterTheHelloTimeout) {
+  ASSERT_NO_FATAL_FAILURE(start(200));
+  {
+    std::vector<Channel> silent;
+    for (int i = 0; i < 40; ++i) silent.push_back(raw_client(false));
+    ASSERT_NO_FATAL_FAILURE(good_streams());
+    for (Channel& c : silent) {
+      const ErrorMessage e = expect_error_then_closed(c);
+      EXPECT_EQ(e.code, static_cast<uint32_t>(ErrorCode::kTimeout)) << e.text;
+    }
+  }
+  expect_dropped_with_reason("never said HELLO");
+}
+
+TEST_F(HostilePeers, SocketPassedInScmRightsIsRefusedAndClosed) {
+  ASSERT_NO_FATAL_FAILURE(start());
+  {
+    Channel c = raw_client(true);
+    int pair[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair), 0);
+    UniqueFd a(pair[0]), b(pair[1]);
+    // Its own connection and a fresh socket: descriptors that are not memory at all.
+    ASSERT_GT(send_with_fds(c.fd(), encode(Message{Eos{}}), {c.fd(), a.get()}), 0);
+    const ErrorMessage e = expect_error_then_closed(c);
+    EXPECT_EQ(e.code, static_cast<uint32_t>(ErrorCode::kProtocol)) << e.text;
+  }
+  expect_dropped_with_reason("file descriptor");
+}
+
+TEST_F(HostilePeers, MostDescriptorsOneMessageCanCarryAreAllClosed) {
+  ASSERT_NO_FATAL_FAILURE(start());
+  {
+    Channel c = raw_client(true);
+    std::vector<UniqueFd> owned;
+    std::vector<int> raw;
+    for (int i = 0; i < 253; ++i) {  // SCM_MAX_FD
+      owned.emplace_back(::eventfd(0, EFD_CLOEXEC));
+      ASSERT_TRUE(owned.back().valid());
+      raw.push_back(owned.back().get());
+    }
+    ASSERT_GT(send_with_fds(c.fd(), encode(Message{Eos{}}), raw), 0);
+    owned.clear();
+    const ErrorMessage e = expect_error_then_closed(c);
+    EXPECT_EQ(e.code, static_cast<uint32_t>(ErrorCode::kProtocol)) << e.text;
+  }
+  expect_dropped_with_reason("file descriptors");
+}
+
+// Needs root, to act as another user.
+TEST_F(HostilePeers, ConsumerOfAnotherUserIsRefusedWhileAnotherConsumerStreams) {
+  if (::getuid() != 0) GTEST_SKIP() << "needs root to act as another user";
+  ASSERT_EQ(::chmod(dir_.path().c_str(), 0755), 0);
+  ASSERT_NO_FATAL_FAILURE(start());
+  // The file lets anyone connect; the credentials check must refuse.
+  ASSERT_EQ(::chmod(path_.c_str(), 0666), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::alarm(30);
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(99);
+    HostMemoryBackend backend;
+    ConsumerConfig cc;
+    cc.socket_path = path_;
+    auto r = Consumer::connect(cc, backend);
+    const int code = r.is_ok() ? 0 : 10 + static_cast<int>(r.error().code);
+    ::_exit(code);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 10 + static_cast<int>(ErrorCode::kPermissionDenied));
+  expect_dropped_with_reason("uid 65534");
+}
+
+// ---- last words: what a peer sent just before closing must not be lost ---------------------
+
+// A consumer that leaves (BYE) while frames it holds live on in its process must have those
+// slots retired, never rewritten under it - also when the producer had already queued more
+// frames that the consumer never read. Closing a Unix socket with unread messages makes the
+// kernel reset the connection, and the producer's next read reports ECONNRESET ahead of the
+// BYE still queued for it; taken for a plain hang-up, the slots went back to the pool unretired.
+TEST(LastWords, ConsumerLeavingWithUnreadFramesQueuedStillHasItsSlotsRetired) {
+  TempDir dir;
+  const std::string path = dir.file("producer.sock");
+  struct Retiring final : FrameHold {
+    std::atomic<int>& retired;
+    explicit Retiring(std::atomic<int>& r) : retired(r) {}
+    void retire() override { ++retired; }
+  };
+  std::atomic<int> retired{0};
+  ProblemLog log;
+  ProducerConfig config;
+  config.socket_path = path;
+  config.max_in_flight = 8;
+  auto producer = Producer::start(config, &log);
+  ASSERT_TRUE(producer.is_ok()) << producer.error().message;
+  HostMemoryBackend backend;
+  std::vector<std::unique_ptr<SlotMemory>> slots;
+  for (int i = 0; i < 4; ++i) slots.push_back(std::move(backend.allocate(kSlotBytes).value()));
+  producer.value()->set_caps(1, kCaps, kSlotBytes);
+  for (int round = 0; round < 10; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    ConsumerConfig cc;
+    cc.socket_path = path;
+    cc.max_in_flight = 8;
+    auto consumer = Consumer::connect(cc, backend);
+    ASSERT_TRUE(consumer.is_ok()) << consumer.error().message;
+    ASSERT_EQ(consumer.value()->next(5000).kind, Kind::kCaps);
+    Frame f;
+    f.size = kSlotBytes;
+    for (uint32_t i = 0; i < 2; ++i)
+      ASSERT_EQ(producer.value()->publish(SlotRef{1, i, slots[i].get()}, f,
+                                          std::make_shared<Retiring>(retired)),
+                1u);
+    std::vector<ReceivedFrame> held;
+    for (int i = 0; i < 2; ++i) {
+      ConsumerEvent e = consumer.value()->next(5000);
+      ASSERT_EQ(e.kind, Kind::kFrame);
+      held.push_back(std::move(e.frame));
+    }
+    // Two more frames the consumer will never read: they are in its socket when it closes.
+    for (uint32_t i = 2; i < 4; ++i)
+      ASSERT_EQ(producer.value()->publish(SlotRef{1, i, slots[i].get()}, f,
+                                          std::make_shared<Retiring>(retired)),
+                1u);
+    const int retired_before = retired;
+    consumer.value().reset();  // BYE, while `held` lives on in this process
+    ASSERT_TRUE(eventually([&] { return producer.value()->stats().claims_outstanding == 0; }));
+    EXPECT_EQ(retired - retired_before, 4)
+        << "the slots of a consumer that said goodbye holding frames were not retired";
+    held.clear();
+  }
+}
+
+// ---- consumer side: a fake producer ---------------------------------------------------------
+
+class HostileProducer : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = dir_.file("fake.sock");
+    auto l = Listener::bind(path_, 0600);
+    ASSERT_TRUE(l.is_ok()) << l.error().message;
+    listener_ = std::move(l.value());
+  }
+
+  // Connects a consumer; the fake answers HELLO with a WELCOME and then runs `script`. Returns
+  // the consumer's first event after the handshake.
+  ConsumerEvent run(const std::function<void(Channel&)>& script) {
+    fds_before_ = open_fd_count();
+    Result<std::unique_ptr<Consumer>> consumer = Error{ErrorCode::kClosed, "not run"};
+    std::thread connecting([&] {
+      ConsumerConfig c;
+      c.socket_path = path_;
+      consumer = Consumer::connect(c, backend_);
+    });
+    pollfd p{listener_.fd(), POLLIN, 0};
+    EXPECT_EQ(::poll(&p, 1, 5000), 1);
+    EXPECT_EQ(listener_.accept(fake_), IoResult::kOk);
+    Message hello;
+    EXPECT_TRUE(receive_message(fake_, &hello));
+    Welcome w;
+    w.instance_id = 0xfeed;
+    EXPECT_EQ(fake_.send(Message{w}), IoResult::kOk);
+    connecting.join();
+    EXPECT_TRUE(consumer.is_ok()) << consumer.error().message;
+    if (!consumer.is_ok()) return {};
+    script(fake_);
+    ConsumerEvent e = consumer.value()->next(5000);
+    ConsumerEvent after = consumer.value()->next(0);
+    if (e.kind == Kind::kError) {
+      EXPECT_EQ(after.kind, Kind::kClosed) << "a failed connection must stay failed";
+      Message told;
+      EXPECT_TRUE(receive_message(fake_, &told));
+      EXPECT_EQ(told.type(), MessageType::kError) << "the consumer must tell the producer why";
+    }
+    consumer.value().reset();
+    fake_.close();
+    EXPECT_EQ(open_fd_count(), fds_before_) << "the consumer leaked descriptors";
+    return e;
+  }
+
+  static void send_caps(Channel& c) {
+    Caps caps;
+    caps.generation = 1;
+    caps.frame_size = kSlotBytes;
+    caps.caps = kCaps;
+    ASSERT_EQ(c.send(Message{caps}), IoResult::kOk);
+  }
+
+  static void send_slot_with(Channel& c, int fd) {
+    Slot s;
+    s.generation = 1;
+    s.index = 0;
+    s.size = kSlotBytes;
+    ASSERT_GT(send_with_fds(c.fd(), encode(Message{s}), {fd}), 0);
+  }
+
+  TempDir dir_;
+  std::string path_;
+  Listener listener_;
+  Channel fake_;
+  HostMemoryBackend backend_;
+  int fds_before_ = 0;
+};
+
+TEST_F(HostileProducer, FrameBeforeCapsIsAProtocolError) {
+  const ConsumerEvent e = run([](Channel& c) {
+    Frame f;
+    f.generation = 1;
+    f.slot = 0;
+    f.sequence = 1;
+    f.size = 64;
+    ASSERT_EQ(c.send(Message{f}), IoResult::kOk);
+  });
+  ASSERT_EQ(e.kind, Kind::kError);
+  EXPECT_EQ(e.error.code, ErrorCode::kProtocol);
+  EXPECT_NE(e.error.message.find("never shared"), std::string::npos) << e.error.message;
+}
+
+TEST_F(HostileProducer, SlotCarryingAPipeADirectoryOrASocketFailsTheConnection) {
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+  UniqueFd pipe_read(p[0]), pipe_write(p[1]);
+  UniqueFd directory(::open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  int s[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, s), 0);
+  UniqueFd sock(s[0]), sock_peer(s[1]);
+  UniqueFd unsealed(::memfd_create("unsealed", MFD_CLOEXEC));
+  ASSERT_EQ(::ftruncate(unsealed.get(), kSlotBytes), 0);
+  for (const auto& [name, fd] :
+       {std::make_pair("pipe", pipe_read.get()), std::make_pair("directory", directory.get()),
+        std::make_pair("socket", sock.get()), std::make_pair("unsealed memfd", unsealed.get())}) {
+    SCOPED_TRACE(name);
+    const int fds_before = open_fd_count();
+    ConsumerEvent e;
+    Result<std::unique_ptr<Consumer>> consumer = Error{ErrorCode::kClosed, "not run"};
+    std::thread connecting([&] {
+      ConsumerConfig c;
+      c.socket_path = path_;
+      consumer = Consumer::connect(c, backend_);
+    });
+    pollfd pfd{listener_.fd(), POLLIN, 0};
+    ASSERT_EQ(::poll(&pfd, 1, 5000), 1);
+    Channel fake;
+    ASSERT_EQ(listener_.accept(fake), IoResult::kOk);
+    Message hello;
+    ASSERT_TRUE(receive_message(fake, &hello));
+    ASSERT_EQ(fake.send(Message{Welcome{}}), IoResult::kOk);
+    connecting.join();
+    ASSERT_TRUE(consumer.is_ok()) << consumer.error().message;
+    send_caps(fake);
+    send_slot_with(fake, fd);
+    ASSERT_EQ(consumer.value()->next(5000).kind, Kind::kCaps);
+    e = consumer.value()->next(5000);
+    ASSERT_EQ(e.kind, Kind::kError);
+    EXPECT_EQ(e.error.code, ErrorCode::kProtocol) << e.error.message;
+    EXPECT_NE(e.error.message.find("could not import slot"), std::string::npos) << e.error.message;
+    Message told;
+    ASSERT_TRUE(receive_message(fake, &told));
+    EXPECT_EQ(told.type(), MessageType::kError) << "the consumer must tell the producer why";
+    consumer.value().reset();
+    fake.close();
+    EXPECT_EQ(open_fd_count(), fds_before) << "the consumer kept the descriptor";
+  }
+}
+
+TEST_F(HostileProducer, OversizedDatagramFailsTheConnection) {
+  const ConsumerEvent e = run([](Channel& c) {
+    ASSERT_EQ(c.send(std::vector<uint8_t>(kMaxMessageSize + 1, 0x43)), IoResult::kOk);
+  });
+  ASSERT_EQ(e.kind, Kind::kError);
+  EXPECT_EQ(e.error.code, ErrorCode::kProtocol);
+  EXPECT_NE(e.error.message.find("oversized"), std::string::npos) << e.error.message;
+}
+
+}  // namespace
+}  // namespace cipc
