@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 #include "bayercaps.h"
 
+#include <gst/video/video.h>
+
 #include <cstring>
 
 namespace cipc_gst {
@@ -54,6 +56,14 @@ GstCaps* caps_with_size_and_rate(GstCaps* caps, const char* media_type, const ch
   }
   g_value_unset(&format_list);
   return out;
+}
+
+bool frame_size_of(GstCaps* caps, gsize* size) {
+  if (bayer10_frame_size(caps, size)) return true;
+  GstVideoInfo info;
+  if (!caps || !gst_video_info_from_caps(&info, caps)) return false;
+  *size = GST_VIDEO_INFO_SIZE(&info);
+  return true;
 }
 
 bool bayer10_frame_size(GstCaps* caps, gsize* size) {

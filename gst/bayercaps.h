@@ -23,6 +23,10 @@ gsize bayer10_default_stride(gint width);
 GstCaps* caps_with_size_and_rate(GstCaps* caps, const char* media_type, const char* formats,
                                  const char* feature);
 
+// Frame size of fixed caps: video/x-bayer RAW10 at the default stride (bayer10_frame_size), or
+// raw video as GstVideoInfo lays it out. For both converters' transform_size/get_unit_size.
+bool frame_size_of(GstCaps* caps, gsize* size);
+
 // Frame size of fixed video/x-bayer caps at the default stride; false if the caps lack a
 // positive width or height.
 bool bayer10_frame_size(GstCaps* caps, gsize* size);

@@ -230,21 +230,15 @@ static gboolean gst_cipc_bgra_to_rg10_set_caps(GstBaseTransform* trans, GstCaps*
   return TRUE;
 }
 
+// Sizes come from the caps alone (RAW10 or raw video), in both directions.
 static gboolean gst_cipc_bgra_to_rg10_transform_size(GstBaseTransform* trans,
                                                      GstPadDirection direction, GstCaps* caps,
                                                      gsize size, GstCaps* othercaps,
                                                      gsize* othersize) {
+  (void)direction;
   (void)caps;
   (void)size;
-  if (direction == GST_PAD_SINK) {
-    if (cipc_gst::bayer10_frame_size(othercaps, othersize)) return TRUE;
-  } else {
-    GstVideoInfo info;
-    if (gst_video_info_from_caps(&info, othercaps)) {
-      *othersize = GST_VIDEO_INFO_SIZE(&info);
-      return TRUE;
-    }
-  }
+  if (cipc_gst::frame_size_of(othercaps, othersize)) return TRUE;
   GST_DEBUG_OBJECT(trans, "cannot size a buffer for %" GST_PTR_FORMAT, othercaps);
   return FALSE;
 }
@@ -252,11 +246,7 @@ static gboolean gst_cipc_bgra_to_rg10_transform_size(GstBaseTransform* trans,
 static gboolean gst_cipc_bgra_to_rg10_get_unit_size(GstBaseTransform* trans, GstCaps* caps,
                                                     gsize* size) {
   (void)trans;
-  if (cipc_gst::bayer10_frame_size(caps, size)) return TRUE;
-  GstVideoInfo info;
-  if (!gst_video_info_from_caps(&info, caps)) return FALSE;
-  *size = GST_VIDEO_INFO_SIZE(&info);
-  return TRUE;
+  return cipc_gst::frame_size_of(caps, size);
 }
 
 static GstFlowReturn gst_cipc_bgra_to_rg10_transform(GstBaseTransform* trans, GstBuffer* inbuf,
