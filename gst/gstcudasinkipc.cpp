@@ -364,11 +364,6 @@ static gboolean gst_cuda_sink_ipc_stop(GstBaseSink* sink) {
   return TRUE;
 }
 
-static bool caps_have_cuda_feature(GstCaps* caps) {
-  GstCapsFeatures* f = gst_caps_get_size(caps) ? gst_caps_get_features(caps, 0) : nullptr;
-  return f && gst_caps_features_contains(f, GST_CAPS_FEATURE_MEMORY_CUDA_IPC);
-}
-
 // memory=host accepts system memory only; memory=cuda both (system memory is uploaded).
 static GstCaps* gst_cuda_sink_ipc_get_caps(GstBaseSink* sink, GstCaps* filter) {
   auto* self = GST_CUDA_SINK_IPC(sink);
@@ -376,8 +371,7 @@ static GstCaps* gst_cuda_sink_ipc_get_caps(GstBaseSink* sink, GstCaps* filter) {
   if (snapshot_settings(self).memory != GST_CIPC_MEMORY_CUDA) {
     GstCaps* system = gst_caps_new_empty();
     for (guint i = 0; i < gst_caps_get_size(caps); ++i) {
-      GstCapsFeatures* f = gst_caps_get_features(caps, i);
-      if (f && gst_caps_features_contains(f, GST_CAPS_FEATURE_MEMORY_CUDA_IPC)) continue;
+      if (gst_cipc_caps_have_cuda_memory(caps, i)) continue;
       gst_caps_append_structure(system, gst_structure_copy(gst_caps_get_structure(caps, i)));
     }
     gst_caps_unref(caps);
@@ -443,7 +437,7 @@ static gboolean gst_cuda_sink_ipc_propose_allocation(GstBaseSink* sink, GstQuery
   gst_query_add_allocation_meta(query, GST_VIDEO_META_API_TYPE, nullptr);
   // CUDA slots are only offered to upstream that writes CUDA memory: a CPU writer would go
   // through a staging copy on every map, which is slower than the counted upload in render().
-  if (self->state->cuda_memory && !caps_have_cuda_feature(caps)) return TRUE;
+  if (self->state->cuda_memory && !gst_cipc_caps_have_cuda_memory(caps)) return TRUE;
   // Offered even when need_pool is FALSE: writing into this pool is what avoids a copy.
   gst_query_add_allocation_pool(query, self->state->pool, GST_VIDEO_INFO_SIZE(&self->state->info),
                                 s.pool_size, 0);

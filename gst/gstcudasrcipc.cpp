@@ -330,10 +330,7 @@ static gboolean gst_cuda_src_ipc_decide_allocation(GstBaseSrc* src, GstQuery* qu
   GstCaps* caps = nullptr;
   gst_query_parse_allocation(query, &caps, nullptr);
   GstVideoInfo info;
-  GstCapsFeatures* features = caps && gst_caps_get_size(caps) ? gst_caps_get_features(caps, 0) : nullptr;
-  const bool system_memory =
-      !features || !gst_caps_features_contains(features, GST_CAPS_FEATURE_MEMORY_CUDA_IPC);
-  if (caps && system_memory && gst_video_info_from_caps(&info, caps)) {
+  if (caps && !gst_cipc_caps_have_cuda_memory(caps) && gst_video_info_from_caps(&info, caps)) {
     GstBufferPool* pool = nullptr;
     guint size = 0, min = 0, max = 0;
     const bool offered = gst_query_get_n_allocation_pools(query) > 0;
@@ -378,8 +375,7 @@ static gboolean gst_cuda_src_ipc_set_caps(GstBaseSrc* src, GstCaps* caps) {
   auto* self = GST_CUDA_SRC_IPC(src);
   State& st = *self->state;
   if (!gst_video_info_from_caps(&st.out_info, caps)) return FALSE;
-  GstCapsFeatures* f = gst_caps_get_features(caps, 0);
-  const bool device = f && gst_caps_features_contains(f, GST_CAPS_FEATURE_MEMORY_CUDA_IPC);
+  const bool device = gst_cipc_caps_have_cuda_memory(caps);
   st.output = !st.producer_cuda                           ? Output::kShared
               : !device                                   ? Output::kDownload
               : st.settings.io_mode == GST_CIPC_IO_COPY ? Output::kCopy

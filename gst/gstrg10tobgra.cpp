@@ -46,6 +46,7 @@
 #include "debayer_gpu.h"
 #include "enums.h"
 #include "pinnedmemory.h"
+#include "slotmemory.h"
 #include "slotpool.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_cipc_rg10_to_bgra_debug);
@@ -148,11 +149,6 @@ cipc_cuda::DebayerParams debayer_params(const Settings& s, cipc_cuda::BayerPhase
   p.order = out_format == GST_VIDEO_FORMAT_RGBA ? cipc_cuda::PixelOrder::kRgba
                                                 : cipc_cuda::PixelOrder::kBgra;
   return p;
-}
-
-bool caps_have_cuda_feature(GstCaps* caps) {
-  GstCapsFeatures* f = gst_caps_get_size(caps) ? gst_caps_get_features(caps, 0) : nullptr;
-  return f && gst_caps_features_contains(f, GST_CAPS_FEATURE_MEMORY_CUDA_IPC);
 }
 
 void* as_ptr(cipc_cuda::DevicePtr p) {
@@ -422,7 +418,7 @@ static gboolean gst_cipc_rg10_to_bgra_set_caps(GstBaseTransform* trans, GstCaps*
                       (nullptr));
     return FALSE;
   }
-  st.cuda_output = caps_have_cuda_feature(outcaps);
+  st.cuda_output = gst_cipc_caps_have_cuda_memory(outcaps);
   st.configured = true;
   GST_INFO_OBJECT(self, "%dx%d %s -> %s in %s memory", width, height,
                   gst_structure_get_string(in, "format"), GST_VIDEO_INFO_NAME(&st.out_info),
@@ -483,7 +479,7 @@ static gboolean gst_cipc_rg10_to_bgra_decide_allocation(GstBaseTransform* trans,
   State& st = *self->state;
   GstCaps* caps = nullptr;
   gst_query_parse_allocation(query, &caps, nullptr);
-  if (caps && caps_have_cuda_feature(caps) && gst_query_get_n_allocation_pools(query) == 0) {
+  if (caps && gst_cipc_caps_have_cuda_memory(caps) && gst_query_get_n_allocation_pools(query) == 0) {
     GstVideoInfo info;
     if (!gst_video_info_from_caps(&info, caps)) return FALSE;
     auto backend =

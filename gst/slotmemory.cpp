@@ -137,6 +137,12 @@ GstMemory* gst_cipc_slot_memory_new(std::shared_ptr<GstCipcSlotBinding> binding,
                      0, size);
 }
 
+bool gst_cipc_caps_have_cuda_memory(GstCaps* caps, guint index) {
+  if (caps == nullptr || index >= gst_caps_get_size(caps)) return false;
+  GstCapsFeatures* f = gst_caps_get_features(caps, index);
+  return f && gst_caps_features_contains(f, GST_CAPS_FEATURE_MEMORY_CUDA_IPC);
+}
+
 gboolean gst_is_cipc_slot_memory(GstMemory* mem) {
   return mem != nullptr && gst_memory_is_type(mem, GST_CIPC_SLOT_MEMORY_TYPE);
 }

@@ -69,5 +69,9 @@ GstMemory* gst_cipc_slot_memory_new(std::shared_ptr<GstCipcSlotBinding> binding,
                                     gsize size, bool readonly);
 
 gboolean gst_is_cipc_slot_memory(GstMemory* mem);
+
+// Whether structure `index` of `caps` carries the memory:CUDAIPCMemory feature (false for
+// null or shorter caps).
+bool gst_cipc_caps_have_cuda_memory(GstCaps* caps, guint index = 0);
 // The binding of a slot memory, or nullptr for any other memory.
 const GstCipcSlotBinding* gst_cipc_slot_memory_binding(GstMemory* mem);
