@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "cuda_api.h"
+#include "cuda_test_util.h"
 #include "kernels.h"
 
 namespace cc = cipc_cuda;
@@ -40,21 +41,13 @@ constexpr const char* kChildFlag = "--cipc-cuda-child-socket=";
 // ---------------------------------------------------------------------------------------------
 // Helpers
 
+using cipc_test::as_ptr;
+
 std::string ptr_str(cc::DevicePtr p) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(p));
   return buf;
 }
-
-void* as_ptr(cc::DevicePtr p) {
-  return reinterpret_cast<void*>(static_cast<uintptr_t>(p));
-}
-
-#define ASSERT_OK(expr)                                      \
-  do {                                                       \
-    const ::cipc_cuda::Status st_ = (expr);                  \
-    ASSERT_TRUE(st_.ok()) << #expr << ": " << st_.message(); \
-  } while (0)
 
 // Checksums a device image on `stream` with the GPU kernel. scratch and result are prefilled
 // with garbage first: the kernels must overwrite, not accumulate (no memset anywhere).
@@ -91,14 +84,8 @@ std::vector<uint8_t> expected_pattern(size_t pitch, size_t row_bytes, size_t row
   return v;
 }
 
-// Why device 0 cannot be used, or "" when it can.
 const std::string& no_device_reason() {
-  static const std::string reason = [] {
-    std::string why;
-    if (cc::device_count(&why) > 0) return std::string();
-    return why.empty() ? std::string("device_count() returned 0") : why;
-  }();
-  return reason;
+  return cipc_test::cuda_missing_reason();
 }
 
 class Gpu : public ::testing::Test {

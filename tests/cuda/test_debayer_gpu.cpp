@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cuda_api.h"
+#include "cuda_test_util.h"
 #include "debayer.h"
 #include "debayer_gpu.h"
 
@@ -24,21 +25,7 @@ namespace cc = cipc_cuda;
 
 namespace {
 
-#define ASSERT_OK(expr)                                      \
-  do {                                                       \
-    const ::cipc_cuda::Status st_ = (expr);                  \
-    ASSERT_TRUE(st_.ok()) << #expr << ": " << st_.message(); \
-  } while (0)
-
-void* as_ptr(cc::DevicePtr p) {
-  return reinterpret_cast<void*>(static_cast<uintptr_t>(p));
-}
-
-std::string gpu_missing_reason() {
-  std::string why;
-  if (cc::device_count(&why) > 0) return std::string();
-  return why.empty() ? std::string("device_count() returned 0") : why;
-}
+using cipc_test::as_ptr;
 
 struct Raw {
   int width = 0, height = 0;
@@ -73,7 +60,7 @@ Raw random_raw(int width, int height, size_t pitch, cc::BitAlignment a, uint32_t
 class GpuDebayerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::string why = gpu_missing_reason();
+    const std::string& why = cipc_test::cuda_missing_reason();
     if (!why.empty()) GTEST_SKIP() << "no CUDA device: " << why;
     ASSERT_OK(cc::Stream::create(0, &stream_));
     ASSERT_OK(cc::GpuDebayer::create(0, &debayer_));

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cuda_api.h"
+#include "cuda_test_util.h"
 #include "debayer.h"
 #include "mosaic.h"
 #include "process.h"
@@ -32,16 +33,9 @@ class Rg10ToBgra : public ::testing::Test {
   static void SetUpTestSuite() { gst_init(nullptr, nullptr); }
 };
 
-// Why the GPU tests cannot run here, or "".
-std::string gpu_missing_reason() {
-  std::string why;
-  if (cc::device_count(&why) > 0) return "";
-  return why.empty() ? "no CUDA device" : why;
-}
-
 #define NEED_GPU()                                                          \
   do {                                                                      \
-    const std::string why_ = gpu_missing_reason();                          \
+    const std::string why_ = cipc_test::cuda_missing_reason();              \
     if (!why_.empty()) GTEST_SKIP() << "needs a CUDA GPU (" << why_ << ")"; \
   } while (0)
 
@@ -164,7 +158,7 @@ TEST_F(Rg10ToBgra, CapsPreferCudaMemoryAndKeepSizeAndRate) {
 }
 
 TEST_F(Rg10ToBgra, WithoutAGpuStartingFailsWithAClearError) {
-  if (gpu_missing_reason().empty()) GTEST_SKIP() << "this machine has a GPU";
+  if (cipc_test::cuda_missing_reason().empty()) GTEST_SKIP() << "this machine has a GPU";
   GError* err = nullptr;
   GstElement* pipeline =
       gst_parse_launch("videotestsrc num-buffers=1 ! bgratorg10 ! rg10tobgra ! fakesink", &err);
