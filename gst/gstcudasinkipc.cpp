@@ -136,6 +136,10 @@ struct State {
   GstCaps* pool_caps = nullptr;
   GstVideoInfo info;
   uint64_t generation = 0;
+  // The first generation with the current caps (roll-overs keep the caps).
+  uint64_t caps_generation = 0;
+  // Upstream was told (RECONFIGURE) to leave a pool this generation replaced.
+  bool reconfigure_sent = false;
   cipc_gst::ClockOffset clock_offset;
   bool warned_copy = false;
   bool cuda_memory = false;  // memory=cuda
@@ -150,6 +154,8 @@ struct _GstCudaSinkIpc {
   std::mutex* producer_lock;
   std::atomic<guint64> frames_rendered;
   std::atomic<guint64> copies;
+  std::atomic<guint64> pool_generation;  // mirrors state->generation for the stats property
+  std::atomic<guint64> pool_rollovers;
 };
 
 static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE(
@@ -182,7 +188,8 @@ static GstStructure* make_stats(GstCudaSinkIpc* self) {
       G_TYPE_UINT64, p.consumers_timed_out, "consumers-rejected", G_TYPE_UINT64,
       p.consumers_rejected, "releases", G_TYPE_UINT64, p.releases, "claims-outstanding",
       G_TYPE_UINT64, p.claims_outstanding, "slots-exported", G_TYPE_UINT64, p.slots_exported,
-      nullptr);
+      "pool-generation", G_TYPE_UINT64, self->pool_generation.load(), "pool-rollovers",
+      G_TYPE_UINT64, self->pool_rollovers.load(), nullptr);
 }
 
 static void gst_cuda_sink_ipc_set_property(GObject* object, guint prop_id, const GValue* value,
@@ -326,18 +333,23 @@ static gboolean gst_cuda_sink_ipc_start(GstBaseSink* sink) {
   }
   self->frames_rendered = 0;
   self->copies = 0;
+  self->pool_generation = 0;
+  self->pool_rollovers = 0;
   st.warned_copy = false;
   st.cuda_memory = s.memory == GST_CIPC_MEMORY_CUDA;
   st.generation = 0;
+  st.caps_generation = 0;
   GST_INFO_OBJECT(self, "serving %s memory on %s (instance %016" G_GINT64_MODIFIER "x)",
                   cipc::to_string(config.memory_kind), s.socket_path.c_str(),
                   st.producer->instance_id());
   return TRUE;
 }
 
-static void drop_pool(State& st) {
+// `deactivate` = false leaves the pool to whoever else still uses it (upstream): it is freed when
+// the last of them lets go.
+static void drop_pool(State& st, bool deactivate = true) {
   if (st.pool) {
-    gst_buffer_pool_set_active(st.pool, FALSE);
+    if (deactivate) gst_buffer_pool_set_active(st.pool, FALSE);
     gst_object_unref(st.pool);
     st.pool = nullptr;
   }
@@ -385,18 +397,14 @@ static GstCaps* gst_cuda_sink_ipc_get_caps(GstBaseSink* sink, GstCaps* filter) {
   return caps;
 }
 
-// Makes the pool for `caps` the current generation, telling consumers about the new format.
-static gboolean ensure_pool(GstCudaSinkIpc* self, GstCaps* caps) {
+// Makes a new pool for `caps` the current generation, telling consumers about it. The previous
+// pool is deactivated when `deactivate_old`; either way its buffers that consumers still hold
+// stay valid until released.
+static gboolean new_generation(GstCudaSinkIpc* self, GstCaps* caps, const GstVideoInfo& info,
+                               bool deactivate_old) {
   State& st = *self->state;
-  if (st.pool && st.pool_caps && gst_caps_is_equal(caps, st.pool_caps)) return TRUE;
-  GstVideoInfo info;
-  if (!gst_video_info_from_caps(&info, caps)) {
-    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("Not a raw video format: %" GST_PTR_FORMAT, caps),
-                      (nullptr));
-    return FALSE;
-  }
   const Settings s = snapshot_settings(self);
-  drop_pool(st);
+  drop_pool(st, deactivate_old);
   GstBufferPool* pool = gst_cipc_slot_pool_new(st.backend, ++st.generation);
   GstStructure* config = gst_buffer_pool_get_config(pool);
   gst_buffer_pool_config_set_params(config, caps, GST_VIDEO_INFO_SIZE(&info), s.pool_size, 0);
@@ -410,6 +418,9 @@ static gboolean ensure_pool(GstCudaSinkIpc* self, GstCaps* caps) {
   st.pool = pool;
   st.pool_caps = gst_caps_ref(caps);
   st.info = info;
+  st.reconfigure_sent = false;
+  if (deactivate_old) st.caps_generation = st.generation;
+  self->pool_generation = st.generation;
   // Consumers get the format without the memory feature: how they receive it is theirs to say.
   GstCaps* plain = gst_caps_copy(caps);
   gst_caps_set_features(plain, 0, nullptr);
@@ -419,6 +430,36 @@ static gboolean ensure_pool(GstCudaSinkIpc* self, GstCaps* caps) {
   GST_DEBUG_OBJECT(self, "generation %" G_GUINT64_FORMAT ": %s", st.generation, text);
   g_free(text);
   return TRUE;
+}
+
+// Makes the pool for `caps` the current generation, telling consumers about the new format.
+static gboolean ensure_pool(GstCudaSinkIpc* self, GstCaps* caps) {
+  State& st = *self->state;
+  if (st.pool && st.pool_caps && gst_caps_is_equal(caps, st.pool_caps)) return TRUE;
+  GstVideoInfo info;
+  if (!gst_video_info_from_caps(&info, caps)) {
+    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("Not a raw video format: %" GST_PTR_FORMAT, caps),
+                      (nullptr));
+    return FALSE;
+  }
+  return new_generation(self, caps, info, true);
+}
+
+// Every slot retired under a stuck consumer is replaced by one with a new index, and indices are
+// never reused within a generation (consumers cache imports by index). Before they run out, the
+// same caps start a new generation: consumers drop the old generation's imports (frames they
+// still hold keep theirs). The old pool is not deactivated, since upstream may still be writing
+// into it; render() copies such frames and asks upstream to renegotiate.
+static gboolean roll_over(GstCudaSinkIpc* self) {
+  State& st = *self->state;
+  GST_INFO_OBJECT(self, "generation %" G_GUINT64_FORMAT " used %u slot indices: starting a new one",
+                  st.generation, gst_cipc_slot_pool_slots_allocated(GST_CIPC_SLOT_POOL(st.pool)));
+  GstCaps* caps = gst_caps_ref(st.pool_caps);
+  const GstVideoInfo info = st.info;
+  const gboolean ok = new_generation(self, caps, info, false);
+  gst_caps_unref(caps);
+  if (ok) ++self->pool_rollovers;
+  return ok;
 }
 
 static gboolean gst_cuda_sink_ipc_set_caps(GstBaseSink* sink, GstCaps* caps) {
@@ -444,12 +485,27 @@ static gboolean gst_cuda_sink_ipc_propose_allocation(GstBaseSink* sink, GstQuery
   return TRUE;
 }
 
-// A buffer already in one of the current generation's slots: sendable as is.
-static const GstCipcSlotBinding* current_slot(State& st, GstBuffer* buffer) {
+// A buffer in a slot of one of our own pools. Another element's slots (rg10tobgra's own pool
+// when downstream offered none) have generation numbers of their own: they are foreign memory.
+static const GstCipcSlotBinding* producer_slot_of(State& st, GstBuffer* buffer) {
   if (gst_buffer_n_memory(buffer) != 1) return nullptr;
   const GstCipcSlotBinding* b = gst_cipc_slot_memory_binding(gst_buffer_peek_memory(buffer, 0));
-  if (b == nullptr || !b->producer_slot || b->generation != st.generation) return nullptr;
+  return b && b->producer_slot && b->owner == st.backend.get() ? b : nullptr;
+}
+
+// A buffer already in one of the current generation's slots: sendable as is.
+static const GstCipcSlotBinding* current_slot(State& st, GstBuffer* buffer) {
+  const GstCipcSlotBinding* b = producer_slot_of(st, buffer);
+  if (b == nullptr || b->generation != st.generation || b->index >= cipc::kMaxSlots) return nullptr;
   return b;
+}
+
+// A buffer in a slot of a generation that a roll-over replaced (same caps), or past the index
+// limit: upstream still writes into a pool of ours that is no longer current.
+static bool stale_slot(State& st, GstBuffer* buffer) {
+  const GstCipcSlotBinding* b = producer_slot_of(st, buffer);
+  return b && b->generation >= st.caps_generation && b->generation <= st.generation &&
+         !current_slot(st, buffer);
 }
 
 #ifdef CIPC_HAVE_CUDA
@@ -597,9 +653,22 @@ static GstFlowReturn gst_cuda_sink_ipc_render(GstBaseSink* sink, GstBuffer* buff
     if (ret != GST_FLOW_OK) return ret;
   }
 
+  if (gst_cipc_slot_pool_needs_rollover(GST_CIPC_SLOT_POOL(st.pool)) && !roll_over(self))
+    return GST_FLOW_ERROR;
+
   GstBuffer* slot_buffer = nullptr;
   if (current_slot(st, buffer)) {
     slot_buffer = gst_buffer_ref(buffer);
+  } else if (stale_slot(st, buffer)) {
+    // Our own doing (roll-over), so copied whatever the copy policy, and without the warning;
+    // upstream is asked once to renegotiate, which gets it the current pool.
+    if (!st.reconfigure_sent) {
+      st.reconfigure_sent = true;
+      GST_DEBUG_OBJECT(self, "upstream writes into a replaced pool: asking it to renegotiate");
+      gst_pad_push_event(GST_BASE_SINK_PAD(sink), gst_event_new_reconfigure());
+    }
+    slot_buffer = copy_into_slot(self, buffer);
+    if (slot_buffer == nullptr) return GST_FLOW_ERROR;
   } else if (copy_policy == GST_CIPC_REQUIRE_ZERO_COPY) {
     gchar* name = upstream_name(sink);
     GST_ELEMENT_ERROR(self, STREAM, FAILED,
@@ -625,6 +694,12 @@ static GstFlowReturn gst_cuda_sink_ipc_render(GstBaseSink* sink, GstBuffer* buff
     if (slot_buffer == nullptr) return GST_FLOW_ERROR;
   }
   const GstCipcSlotBinding* binding = current_slot(st, slot_buffer);
+  if (binding == nullptr) {  // not expected: copies land in the current pool, below the limit
+    gst_buffer_unref(slot_buffer);
+    GST_ELEMENT_ERROR(self, STREAM, FAILED, ("Could not place a frame in a shareable slot."),
+                      (nullptr));
+    return GST_FLOW_ERROR;
+  }
 
   cipc::Frame frame;
   frame.flags = wire_flags(buffer);
@@ -771,7 +846,8 @@ static void gst_cuda_sink_ipc_class_init(GstCudaSinkIpcClass* klass) {
       g_param_spec_boxed("stats", "Statistics",
                          "frames-rendered, frames-sent (summed over consumers), frames-dropped, "
                          "copies, consumers, consumers-total, consumers-timed-out, "
-                         "consumers-rejected, releases, claims-outstanding, slots-exported",
+                         "consumers-rejected, releases, claims-outstanding, slots-exported, "
+                         "pool-generation, pool-rollovers",
                          GST_TYPE_STRUCTURE, ro));
 
   gst_element_class_set_static_metadata(
@@ -801,5 +877,7 @@ static void gst_cuda_sink_ipc_init(GstCudaSinkIpc* self) {
   self->producer_lock = new std::mutex();
   new (&self->frames_rendered) std::atomic<guint64>(0);
   new (&self->copies) std::atomic<guint64>(0);
+  new (&self->pool_generation) std::atomic<guint64>(0);
+  new (&self->pool_rollovers) std::atomic<guint64>(0);
   gst_base_sink_set_sync(GST_BASE_SINK(self), TRUE);
 }

@@ -508,6 +508,13 @@ static GstFlowReturn connect_to_producer(GstCudaSrcIpc* self, const Settings& s,
   }
 }
 
+// The slot memory allocator could not be created (gst_cipc_slot_allocator_get()).
+static GstFlowReturn no_slot_allocator(GstCudaSrcIpc* self) {
+  GST_ELEMENT_ERROR(self, RESOURCE, FAILED, ("Could not wrap a shared frame: no slot allocator."),
+                    (nullptr));
+  return GST_FLOW_ERROR;
+}
+
 static GstFlowReturn apply_caps(GstCudaSrcIpc* self, const cipc::Caps& message) {
   State& st = *self->state;
   GstCaps* caps = gst_caps_from_string(message.caps.c_str());
@@ -593,9 +600,11 @@ static GstFlowReturn copy_on_device(GstCudaSrcIpc* self, cipc::ReceivedFrame& fr
   auto binding = std::make_shared<GstCipcSlotBinding>();
   cipc_gst::bind_cuda_region(*binding, dst);
   binding->keepalive = copy.value();
+  GstMemory* mem =
+      gst_cipc_slot_memory_new(std::move(binding), dst.bytes(), frame.info.size, false);
+  if (mem == nullptr) return no_slot_allocator(self);
   *out = gst_buffer_new();
-  gst_buffer_append_memory(*out, gst_cipc_slot_memory_new(std::move(binding), dst.bytes(),
-                                                          frame.info.size, false));
+  gst_buffer_append_memory(*out, mem);
   ++self->counters->device_copies;
   return GST_FLOW_OK;
 }
@@ -666,11 +675,14 @@ static GstFlowReturn make_buffer(GstCudaSrcIpc* self, cipc::ReceivedFrame& frame
   GstBuffer* buffer = nullptr;
   GstFlowReturn ret = GST_FLOW_OK;
   switch (st.output) {
-    case Output::kShared:
+    case Output::kShared: {
+      GstMemory* mem =
+          gst_cipc_slot_memory_new_imported(frame.slot, std::move(frame.claim), info.size);
+      if (mem == nullptr) return no_slot_allocator(self);
       buffer = gst_buffer_new();
-      gst_buffer_append_memory(
-          buffer, gst_cipc_slot_memory_new_imported(frame.slot, std::move(frame.claim), info.size));
+      gst_buffer_append_memory(buffer, mem);
       break;
+    }
 #ifdef CIPC_HAVE_CUDA
     case Output::kCopy:
       ret = copy_on_device(self, frame, &buffer);

@@ -18,7 +18,11 @@
 #endif
 
 static gboolean plugin_init(GstPlugin* plugin) {
-  gst_cipc_slot_allocator_get();  // registers the slot allocator by name
+  // Registers the slot allocator by name; without it no element could make slot memory.
+  if (gst_cipc_slot_allocator_get() == nullptr) {
+    GST_ERROR_OBJECT(plugin, "could not create the %s allocator", GST_CIPC_SLOT_MEMORY_TYPE);
+    return FALSE;
+  }
   gboolean ok = GST_ELEMENT_REGISTER(cudasink_ipc, plugin);
   ok &= GST_ELEMENT_REGISTER(cudasrc_ipc, plugin);
   ok &= GST_ELEMENT_REGISTER(cudav4l2src, plugin);  // V4L2 capture: no CUDA needed

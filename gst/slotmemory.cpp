@@ -26,11 +26,12 @@ GstMemory* slot_alloc(GstAllocator*, gsize, GstAllocationParams*) {
 
 GstMemory* make_memory(GstMemory* parent, std::shared_ptr<GstCipcSlotBinding> binding,
                        GstMemoryFlags flags, gsize maxsize, gsize offset, gsize size) {
+  GstAllocator* allocator = gst_cipc_slot_allocator_get();
+  if (allocator == nullptr) return nullptr;
   auto* mem = g_new0(GstCipcSlotMemory, 1);
   mem->cuda = binding->has_cuda ? &binding->cuda : nullptr;
   mem->binding = new std::shared_ptr<GstCipcSlotBinding>(std::move(binding));
-  gst_memory_init(GST_MEMORY_CAST(mem), flags, gst_cipc_slot_allocator_get(), parent, maxsize, 0,
-                  offset, size);
+  gst_memory_init(GST_MEMORY_CAST(mem), flags, allocator, parent, maxsize, 0, offset, size);
   return GST_MEMORY_CAST(mem);
 }
 
@@ -88,8 +89,16 @@ void gst_cipc_slot_allocator_init(GstCipcSlotAllocator* self) {
 }  // namespace
 
 GstAllocator* gst_cipc_slot_allocator_get() {
-  static GstAllocator* allocator = [] {
-    auto* a = GST_ALLOCATOR_CAST(g_object_new(gst_cipc_slot_allocator_get_type(), nullptr));
+  // Made once: the type cannot be registered when another copy of this code in the process
+  // already took its name (get_type() then returns 0, and must not be asked again).
+  static GstAllocator* allocator = []() -> GstAllocator* {
+    const GType type = gst_cipc_slot_allocator_get_type();
+    if (type == 0) {
+      GST_ERROR("could not register the %s allocator type", GST_CIPC_SLOT_MEMORY_TYPE);
+      return nullptr;
+    }
+    auto* a = GST_ALLOCATOR_CAST(g_object_new(type, nullptr));
+    if (a == nullptr) return nullptr;
     gst_object_ref_sink(a);
     GST_OBJECT_FLAG_SET(a, GST_OBJECT_FLAG_MAY_BE_LEAKED);
     gst_allocator_register(GST_CIPC_SLOT_MEMORY_TYPE, GST_ALLOCATOR_CAST(gst_object_ref(a)));
@@ -99,8 +108,10 @@ GstAllocator* gst_cipc_slot_allocator_get() {
 }
 
 GstMemory* gst_cipc_slot_memory_new_producer(std::shared_ptr<cipc::SlotMemory> slot,
-                                             uint64_t generation, uint32_t index, gsize size) {
+                                             uint64_t generation, uint32_t index, gsize size,
+                                             const void* owner) {
   auto binding = std::make_shared<GstCipcSlotBinding>();
+  binding->owner = owner;
   binding->data = static_cast<uint8_t*>(slot->data());
   binding->producer_slot = std::move(slot);
   binding->generation = generation;

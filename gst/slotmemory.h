@@ -36,6 +36,9 @@ struct GstCipcSlotBinding {
   std::shared_ptr<cipc::FrameClaim> claim;                // consumer side
   uint64_t generation = 0;
   uint32_t index = 0;
+  // Producer: who allocated the slot (the pool's memory backend). Generation numbers are only
+  // unique per backend: rg10tobgra's own slots also start at generation 1.
+  const void* owner = nullptr;
   uint8_t* data = nullptr;  // CPU address of the slot's first byte (host memory)
   // CUDA slots: the public description (gstcudaipcmemory.h) and the CPU fallback.
   bool has_cuda = false;
@@ -54,12 +57,16 @@ struct GstCipcSlotMemory {
   std::shared_ptr<GstCipcSlotBinding>* binding;
 };
 
-// The process-wide allocator (registered under GST_CIPC_SLOT_MEMORY_TYPE by the plugin).
+// The process-wide allocator (registered under GST_CIPC_SLOT_MEMORY_TYPE by the plugin), or
+// nullptr when it could not be created; the gst_cipc_slot_memory_new*() functions then return
+// nullptr.
 GstAllocator* gst_cipc_slot_allocator_get();
 
 // Producer: wraps an exportable slot; the memory is writable.
+// `owner` identifies the allocator of the slot (see GstCipcSlotBinding::owner).
 GstMemory* gst_cipc_slot_memory_new_producer(std::shared_ptr<cipc::SlotMemory> slot,
-                                             uint64_t generation, uint32_t index, gsize size);
+                                             uint64_t generation, uint32_t index, gsize size,
+                                             const void* owner);
 // Consumer: wraps `size` bytes of an imported slot, read-only, owning the frame's claim.
 GstMemory* gst_cipc_slot_memory_new_imported(std::shared_ptr<const cipc::ImportedSlot> slot,
                                              std::shared_ptr<cipc::FrameClaim> claim, gsize size);

@@ -18,6 +18,9 @@ struct _GstCipcSlotPool {
   gboolean configured;
 };
 
+// Beyond any real use: the guard against the atomic index wrapping around.
+constexpr guint kIndexLimit = G_MAXUINT / 2;
+
 G_DEFINE_TYPE_WITH_CODE(GstCipcSlotPool, gst_cipc_slot_pool, GST_TYPE_BUFFER_POOL,
                         GST_DEBUG_CATEGORY_INIT(gst_cipc_slot_pool_debug, "cudaipc-slotpool", 0,
                                                 "cudaipc exportable slot pool"))
@@ -40,13 +43,17 @@ static gboolean slot_pool_set_config(GstBufferPool* pool, GstStructure* config) 
     GST_WARNING_OBJECT(pool, "caps %" GST_PTR_FORMAT " are not raw video", caps);
     return FALSE;
   }
-  // A slot must hold the whole frame as we lay it out, whatever size upstream asked for.
+  // A slot must hold the whole frame as we lay it out, whatever size upstream asked for. Compared
+  // in 64 bits: the frame may not fit the pool's guint size (nor the protocol's slot limit).
   const guint requested_size = size;
-  size = MAX(size, static_cast<guint>(GST_VIDEO_INFO_SIZE(&info)));
-  if (size > cipc::kMaxSlotSize) {
-    GST_WARNING_OBJECT(pool, "frame of %u bytes exceeds the slot size limit", size);
+  const uint64_t needed =
+      MAX(static_cast<uint64_t>(size), static_cast<uint64_t>(GST_VIDEO_INFO_SIZE(&info)));
+  if (needed > cipc::kMaxSlotSize || needed > G_MAXUINT) {
+    GST_WARNING_OBJECT(pool, "frame of %" G_GUINT64_FORMAT " bytes exceeds the slot size limit",
+                       needed);
     return FALSE;
   }
+  size = static_cast<guint>(needed);
   GST_OBJECT_LOCK(pool);
   self->info = info;
   self->configured = TRUE;
@@ -67,12 +74,23 @@ static GstFlowReturn slot_pool_alloc_buffer(GstBufferPool* pool, GstBuffer** out
   gst_buffer_pool_config_get_params(config, nullptr, &size, nullptr, nullptr);
   gst_structure_free(config);
 
-  const guint index = self->next_index.fetch_add(1);
-  if (index >= cipc::kMaxSlots) {
-    GST_ERROR_OBJECT(pool, "slot limit of %u reached in generation %" G_GUINT64_FORMAT,
-                     cipc::kMaxSlots, self->generation);
-    return GST_FLOW_ERROR;
-  }
+  // Indices are never reused within a generation (consumers cache imports by index). Past
+  // kMaxSlots a slot is still allocated, so upstream writing into this pool never fails, but it
+  // cannot be shared by index: cudasink-ipc rolls over to a new generation long before
+  // (gst_cipc_slot_pool_needs_rollover) and copies such a frame into the new one.
+  guint index = self->next_index.load();
+  do {
+    if (index >= kIndexLimit) {
+      GST_ERROR_OBJECT(pool, "slot index space exhausted in generation %" G_GUINT64_FORMAT,
+                       self->generation);
+      return GST_FLOW_ERROR;
+    }
+  } while (!self->next_index.compare_exchange_weak(index, index + 1));
+  if (index == cipc::kMaxSlots)
+    GST_WARNING_OBJECT(pool,
+                       "slot index limit of %u passed in generation %" G_GUINT64_FORMAT
+                       "; further slots of this pool are not shareable",
+                       cipc::kMaxSlots, self->generation);
   auto slot = (*self->backend)->allocate(size);
   if (!slot) {
     GST_ERROR_OBJECT(pool, "could not allocate a %u-byte slot: %s", size,
@@ -80,10 +98,14 @@ static GstFlowReturn slot_pool_alloc_buffer(GstBufferPool* pool, GstBuffer** out
     return GST_FLOW_ERROR;
   }
   std::shared_ptr<cipc::SlotMemory> memory(std::move(slot.value()));
+  GstMemory* mem = gst_cipc_slot_memory_new_producer(std::move(memory), self->generation, index,
+                                                     size, self->backend->get());
+  if (mem == nullptr) {
+    GST_ERROR_OBJECT(pool, "the slot memory allocator is not available");
+    return GST_FLOW_ERROR;
+  }
   GstBuffer* buffer = gst_buffer_new();
-  gst_buffer_append_memory(buffer,
-                           gst_cipc_slot_memory_new_producer(std::move(memory), self->generation,
-                                                             index, size));
+  gst_buffer_append_memory(buffer, mem);
   GstVideoInfo* info = &self->info;
   gst_buffer_add_video_meta_full(buffer, GST_VIDEO_FRAME_FLAG_NONE, GST_VIDEO_INFO_FORMAT(info),
                                  GST_VIDEO_INFO_WIDTH(info), GST_VIDEO_INFO_HEIGHT(info),
@@ -128,7 +150,11 @@ GstBufferPool* gst_cipc_slot_pool_new(std::shared_ptr<cipc::MemoryBackend> backe
 uint64_t gst_cipc_slot_pool_generation(GstCipcSlotPool* pool) { return pool->generation; }
 
 guint gst_cipc_slot_pool_slots_allocated(GstCipcSlotPool* pool) {
-  return MIN(pool->next_index.load(), cipc::kMaxSlots);
+  return pool->next_index.load();
+}
+
+gboolean gst_cipc_slot_pool_needs_rollover(GstCipcSlotPool* pool) {
+  return pool->next_index.load() >= kCipcSlotPoolRolloverAt;
 }
 
 gboolean gst_cipc_slot_pool_video_info(GstCipcSlotPool* pool, GstVideoInfo* info) {

@@ -228,6 +228,46 @@ TEST_F(Elements, ForeignBuffersAreCopiedCountedAndWarnedOnce) {
   TearDownBus();
 }
 
+// Another element's slot pool (rg10tobgra keeps one when downstream offers none) numbers its
+// generations from 1 too: its buffers are foreign memory, copied, never sent as our slots (the
+// consumer would take them for ours of the same index).
+TEST_F(Elements, SlotsOfAnotherElementsPoolAreCopiedDespiteTheSameGeneration) {
+  GstHarness* other = make_sink("socket-path=" + dir_ + "/other.sock");
+  GstBus* other_bus = bus_;
+  bus_ = nullptr;
+  gst_harness_play(other);
+  gst_harness_set_src_caps_str(other, kCaps);
+  GstHarness* h = make_sink();
+  gst_harness_play(h);
+  gst_harness_set_src_caps_str(h, kCaps);
+  // The other sink's pool, as upstream of it would get it (already configured by the sink).
+  GstBufferPool* pool = nullptr;
+  {
+    GstCaps* caps = gst_caps_from_string(kCaps);
+    GstQuery* q = gst_query_new_allocation(caps, TRUE);
+    if (gst_pad_peer_query(other->srcpad, q) && gst_query_get_n_allocation_pools(q) > 0)
+      gst_query_parse_nth_allocation_pool(q, 0, &pool, nullptr, nullptr, nullptr);
+    gst_query_unref(q);
+    gst_caps_unref(caps);
+  }
+  ASSERT_NE(pool, nullptr);
+  ASSERT_TRUE(gst_buffer_pool_set_active(pool, TRUE));
+  for (int i = 0; i < 3; ++i) {
+    GstBuffer* b = nullptr;
+    ASSERT_EQ(gst_buffer_pool_acquire_buffer(pool, &b, nullptr), GST_FLOW_OK);
+    ASSERT_EQ(gst_harness_push(h, b), GST_FLOW_OK);
+  }
+  EXPECT_EQ(stat(h->element, "frames-rendered"), 3u);
+  EXPECT_EQ(stat(h->element, "copies"), 3u);
+  for (auto* m : messages(GST_MESSAGE_WARNING)) gst_message_unref(m);
+  gst_buffer_pool_set_active(pool, FALSE);
+  gst_object_unref(pool);
+  gst_harness_teardown(h);
+  gst_harness_teardown(other);
+  gst_object_unref(other_bus);
+  TearDownBus();
+}
+
 TEST_F(Elements, RequireZeroCopyRefusesForeignBuffersNamingUpstream) {
   GstHarness* h = make_sink("copy-policy=require-zero-copy");
   gst_harness_play(h);
@@ -242,6 +282,118 @@ TEST_F(Elements, RequireZeroCopyRefusesForeignBuffersNamingUpstream) {
   g_free(upstream);
   EXPECT_EQ(stat(h->element, "copies"), 0u);
   for (auto* m : errors) gst_message_unref(m);
+  gst_harness_teardown(h);
+  TearDownBus();
+}
+
+// Slots retired under stuck consumers are replaced under new indices, never reused within a
+// generation. Before the protocol's kMaxSlots indices run out, the sink rolls over to a new
+// generation of the same caps: consumers are told (CAPS), upstream writing into the old pool is
+// asked to renegotiate (RECONFIGURE) and its frames meanwhile copied - no error, no warning.
+TEST_F(Elements, RollsOverToANewGenerationBeforeSlotIndicesRunOut) {
+  GstHarness* h = make_sink("release-timeout=0");
+  gst_harness_play(h);
+  gst_harness_set_src_caps_str(h, kCaps);
+  GstCaps* caps = gst_caps_from_string(kCaps);
+  auto propose = [&]() {
+    GstQuery* q = gst_query_new_allocation(caps, TRUE);
+    GstBufferPool* pool = nullptr;
+    if (gst_pad_peer_query(h->srcpad, q) && gst_query_get_n_allocation_pools(q) > 0)
+      gst_query_parse_nth_allocation_pool(q, 0, &pool, nullptr, nullptr, nullptr);
+    gst_query_unref(q);
+    return pool;
+  };
+  auto push_from = [&](GstBufferPool* pool, guint8 fill) {
+    GstBuffer* b = nullptr;
+    if (gst_buffer_pool_acquire_buffer(pool, &b, nullptr) != GST_FLOW_OK) return GST_FLOW_ERROR;
+    gst_buffer_memset(b, 0, fill, gst_buffer_get_size(b));
+    return gst_harness_push(h, b);
+  };
+
+  // A raw consumer that holds what it gets (release-timeout=0: never disconnected).
+  auto channel = cipc::Channel::connect(socket_);
+  ASSERT_TRUE(channel.is_ok()) << channel.error().message;
+  cipc::Hello hello;
+  hello.memory_kind = cipc::MemoryKind::kHost;
+  ASSERT_EQ(channel->send(cipc::Message{hello}), cipc::IoResult::kOk);
+  ASSERT_TRUE(eventually([&] {
+    guint n = 0;
+    g_object_get(h->element, "num-consumers", &n, nullptr);
+    return n == 1;
+  }));
+  // (type, generation) of what the consumer received, in order.
+  std::vector<std::pair<cipc::MessageType, uint64_t>> seen;
+  auto receive = [&](size_t count) {
+    while (seen.size() < count && channel->wait_readable(5000)) {
+      cipc::Packet packet;
+      if (channel->receive(packet) != cipc::IoResult::kOk) return;
+      cipc::DecodeResult d = cipc::decode(packet.bytes.data(), packet.bytes.size());
+      if (!d) return;
+      const cipc::Message& m = d.message();
+      uint64_t generation = 0;
+      if (auto* c = std::get_if<cipc::Caps>(&m.body)) generation = c->generation;
+      if (auto* sl = std::get_if<cipc::Slot>(&m.body)) generation = sl->generation;
+      if (auto* f = std::get_if<cipc::Frame>(&m.body)) generation = f->generation;
+      seen.emplace_back(m.type(), generation);
+    }
+  };
+
+  GstBufferPool* old_pool = propose();
+  ASSERT_NE(old_pool, nullptr);
+  ASSERT_TRUE(gst_buffer_pool_set_active(old_pool, TRUE));
+  ASSERT_EQ(push_from(old_pool, 1), GST_FLOW_OK);
+  EXPECT_EQ(stat(h->element, "pool-generation"), 1u);
+  // What retirement does: a TAG_MEMORY buffer is freed, its replacement gets a new index. Up to
+  // and past kMaxSlots, without a frame in between (upstream allocating ahead of the sink).
+  for (guint i = 0; i < cipc::kMaxSlots; ++i) {
+    GstBuffer* b = nullptr;
+    ASSERT_EQ(gst_buffer_pool_acquire_buffer(old_pool, &b, nullptr), GST_FLOW_OK) << i;
+    GST_BUFFER_FLAG_SET(b, GST_BUFFER_FLAG_TAG_MEMORY);
+    gst_buffer_unref(b);
+  }
+  while (gst_harness_upstream_events_in_queue(h) > 0)
+    gst_event_unref(gst_harness_pull_upstream_event(h));
+
+  // The next frame (in a slot past the index limit) starts generation 2 and is copied into it.
+  ASSERT_EQ(push_from(old_pool, 2), GST_FLOW_OK);
+  EXPECT_EQ(stat(h->element, "pool-generation"), 2u);
+  EXPECT_EQ(stat(h->element, "pool-rollovers"), 1u);
+  EXPECT_EQ(stat(h->element, "copies"), 1u);
+  ASSERT_EQ(gst_harness_upstream_events_in_queue(h), 1u);
+  GstEvent* event = gst_harness_pull_upstream_event(h);
+  EXPECT_EQ(GST_EVENT_TYPE(event), GST_EVENT_RECONFIGURE);
+  gst_event_unref(event);
+  // Still from the old pool (upstream has not renegotiated yet): copied, asked only once.
+  ASSERT_EQ(push_from(old_pool, 3), GST_FLOW_OK);
+  EXPECT_EQ(stat(h->element, "copies"), 2u);
+  EXPECT_EQ(gst_harness_upstream_events_in_queue(h), 0u);
+
+  // Renegotiated: the current pool is a new one, written into without a copy.
+  GstBufferPool* new_pool = propose();
+  ASSERT_NE(new_pool, nullptr);
+  EXPECT_NE(new_pool, old_pool);
+  ASSERT_TRUE(gst_buffer_pool_set_active(new_pool, TRUE));
+  gst_buffer_pool_set_active(old_pool, FALSE);
+  ASSERT_EQ(push_from(new_pool, 4), GST_FLOW_OK);
+  EXPECT_EQ(stat(h->element, "copies"), 2u);
+  EXPECT_EQ(stat(h->element, "frames-rendered"), 4u);
+
+  // The consumer saw generation 1 (one frame), then CAPS 2 and generation 2 only: each of the
+  // three later frames in a slot of its own (the first two are held).
+  receive(11);
+  using T = cipc::MessageType;
+  const std::vector<std::pair<cipc::MessageType, uint64_t>> expected = {
+      {T::kWelcome, 0}, {T::kCaps, 1}, {T::kSlot, 1},  {T::kFrame, 1}, {T::kCaps, 2}, {T::kSlot, 2},
+      {T::kFrame, 2},   {T::kSlot, 2}, {T::kFrame, 2}, {T::kSlot, 2},  {T::kFrame, 2}};
+  EXPECT_EQ(seen, expected);
+  auto errors = messages(static_cast<GstMessageType>(GST_MESSAGE_ERROR | GST_MESSAGE_WARNING));
+  EXPECT_TRUE(errors.empty()) << error_text(errors[0]);
+  for (auto* m : errors) gst_message_unref(m);
+
+  gst_buffer_pool_set_active(new_pool, FALSE);
+  gst_object_unref(new_pool);
+  gst_object_unref(old_pool);
+  gst_caps_unref(caps);
   gst_harness_teardown(h);
   TearDownBus();
 }

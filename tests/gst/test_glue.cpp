@@ -168,6 +168,36 @@ TEST_F(Glue, SlotPoolAllocatesNumberedSlotsWithVideoMeta) {
   gst_caps_unref(caps);
 }
 
+// Retired slots are replaced under new indices: the pool asks for a roll-over before the
+// protocol's index limit, and past that limit still allocates (upstream writing into it must
+// not fail) - such slots are never sent; cudasink-ipc copies them into the next generation.
+TEST_F(Glue, SlotPoolAsksForRolloverBeforeTheIndexLimitAndNeverFailsPastIt) {
+  auto backend = std::make_shared<cipc::HostMemoryBackend>();
+  GstBufferPool* pool = gst_cipc_slot_pool_new(backend, 1);
+  GstCaps* caps = gst_caps_from_string("video/x-raw,format=GRAY8,width=16,height=16");
+  GstStructure* config = gst_buffer_pool_get_config(pool);
+  gst_buffer_pool_config_set_params(config, caps, 256, 1, 0);
+  ASSERT_TRUE(gst_buffer_pool_set_config(pool, config));
+  ASSERT_TRUE(gst_buffer_pool_set_active(pool, TRUE));
+  auto* slot_pool = GST_CIPC_SLOT_POOL(pool);
+  static_assert(kCipcSlotPoolRolloverAt < cipc::kMaxSlots, "roll over before the limit");
+  uint32_t last_index = 0;
+  for (guint i = 0; i < cipc::kMaxSlots + 10; ++i) {
+    EXPECT_EQ(gst_cipc_slot_pool_needs_rollover(slot_pool), i >= kCipcSlotPoolRolloverAt) << i;
+    GstBuffer* b = nullptr;
+    ASSERT_EQ(gst_buffer_pool_acquire_buffer(pool, &b, nullptr), GST_FLOW_OK) << "slot " << i;
+    last_index = gst_cipc_slot_memory_binding(gst_buffer_peek_memory(b, 0))->index;
+    GST_BUFFER_FLAG_SET(b, GST_BUFFER_FLAG_TAG_MEMORY);  // retired: freed, replaced by a new index
+    gst_buffer_unref(b);
+  }
+  EXPECT_EQ(last_index, cipc::kMaxSlots + 9);
+  EXPECT_EQ(gst_cipc_slot_pool_slots_allocated(slot_pool), cipc::kMaxSlots + 10);
+  EXPECT_TRUE(gst_cipc_slot_pool_needs_rollover(slot_pool));
+  gst_buffer_pool_set_active(pool, FALSE);
+  gst_object_unref(pool);
+  gst_caps_unref(caps);
+}
+
 TEST_F(Glue, ImportedMemoryIsReadOnlyAndSharesItsClaim) {
   cipc::HostMemoryBackend backend;
   auto slot = backend.allocate(4096);
