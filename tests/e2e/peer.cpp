@@ -2,8 +2,10 @@
 // cudaipc-e2e-peer: the other process in the two-process end-to-end tests
 // (test_two_process.cpp). One binary, several roles chosen by the first argument:
 //
-//   produce       videotestsrc ! capsfilter ! cudasink-ipc memory=host
-//   consume       cudasrc-ipc ! appsink
+//   produce       videotestsrc ! capsfilter ! cudasink-ipc memory=host (--memory cuda: the sink
+//                 uploads each frame into exportable CUDA slots)
+//   consume       cudasrc-ipc ! appsink (any memory: a CUDA producer's slots themselves, mapped
+//                 for the CPU through a download; --system-memory: one DtoH copy per frame)
 //   raw-hello     a consumer speaking the raw protocol (ipc/), HELLO at any version
 //   fake-producer a raw listener that answers HELLO with a WELCOME at any version
 //
@@ -18,6 +20,7 @@
 //                             consumer: plane layout of the first frame after each format
 //                             change, from the received buffer's GstVideoMeta
 //   CHANGED <k>               consumer: a held frame's pixels changed while it was held
+//                             (--hold-ms; only meaningful while the frame is the producer's slot)
 //   STATS-TICK <structure>    periodic element `stats` (--stats-every-ms)
 //   STATS <structure>         final element `stats`, printed while the element still runs
 //   WARNING <text> | <debug>  a warning message from the pipeline
@@ -469,13 +472,18 @@ int run_produce(const Args& a) {
   if (!a.only(
           {"socket", "frames", "width", "height", "format", "fps", "pattern", "wait-for-consumer",
            "record", "min-consumers", "lockstep", "max-in-flight", "release-timeout",
-           "stats-every-ms", "swap-uv", "timeout-s", "stop-grace-ms", "pool-size"},
+           "stats-every-ms", "swap-uv", "timeout-s", "stop-grace-ms", "pool-size", "memory"},
           &unknown)) {
     fprintf(stderr, "produce: unknown option --%s\n", unknown.c_str());
     return kExitUsage;
   }
   if (!a.has("socket")) {
     fprintf(stderr, "produce: --socket is required\n");
+    return kExitUsage;
+  }
+  const std::string memory = a.str("memory", "host");
+  if (memory != "host" && memory != "cuda") {
+    fprintf(stderr, "produce: --memory must be host or cuda\n");
     return kExitUsage;
   }
   Producer p;
@@ -490,15 +498,17 @@ int run_produce(const Args& a) {
   if (!p.recorder.open(a.str("record"))) return kExitUsage;
 
   // Unpaced: non-live and unsynchronised, so frames go out as fast as the sink takes them; the
-  // nominal 30/1 rate still gives every buffer a duration.
+  // nominal 30/1 rate still gives every buffer a duration. memory=cuda: videotestsrc writes
+  // system memory, which the sink uploads into its CUDA slots (one copy per frame); the record
+  // is still taken at the sink's pad, from the system-memory frame.
   gchar* description = g_strdup_printf(
       "videotestsrc name=src is-live=%s pattern=%s num-buffers=%ld ! "
       "capsfilter caps=\"video/x-raw,format=%s,width=%ld,height=%ld,framerate=%ld/1\" ! "
-      "cudasink-ipc name=sink memory=host socket-path=\"%s\" sync=%s max-in-flight=%lu "
+      "cudasink-ipc name=sink memory=%s socket-path=\"%s\" sync=%s max-in-flight=%lu "
       "release-timeout=%ld wait-for-consumer=%s pool-size=%ld",
       p.live ? "true" : "false", a.str("pattern", "snow").c_str(), frames > 0 ? frames : -1,
       a.str("format", "I420").c_str(), a.num("width", 320), a.num("height", 240),
-      p.live ? fps : 30L, a.str("socket").c_str(), p.live ? "true" : "false",
+      p.live ? fps : 30L, memory.c_str(), a.str("socket").c_str(), p.live ? "true" : "false",
       static_cast<unsigned long>(p.max_in_flight), a.num("release-timeout", 2000),
       a.has("wait-for-consumer") ? "true" : "false", a.num("pool-size", 6));
   GError* error = nullptr;
@@ -596,7 +606,7 @@ struct Held {
 int run_consume(const Args& a) {
   std::string unknown;
   if (!a.only({"socket", "frames", "reconnect", "record", "hold-ms", "timeout-s", "max-in-flight",
-               "connect-timeout", "reconnect-interval", "stats-every-ms"},
+               "connect-timeout", "reconnect-interval", "stats-every-ms", "system-memory"},
               &unknown)) {
     fprintf(stderr, "consume: unknown option --%s\n", unknown.c_str());
     return kExitUsage;
@@ -617,12 +627,17 @@ int run_consume(const Args& a) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
 
+  // appsink takes any caps: a host producer's slots, or a CUDA producer's slots themselves
+  // (memory:CUDAIPCMemory, io-mode=import), which a CPU map reads through a fresh download.
+  // --system-memory asks for plain video/x-raw instead: cudasrc-ipc then downloads every CUDA
+  // frame into a buffer of its own (one DtoH copy) and releases the slot at once.
   gchar* description = g_strdup_printf(
       "cudasrc-ipc name=src socket-path=\"%s\" reconnect=%s max-in-flight=%ld "
       "connect-timeout=%ld reconnect-interval=%ld ! "
-      "appsink name=sink sync=false enable-last-sample=false max-buffers=0",
+      "appsink name=sink sync=false enable-last-sample=false max-buffers=0%s",
       a.str("socket").c_str(), a.has("reconnect") ? "true" : "false", a.num("max-in-flight", 4),
-      a.num("connect-timeout", 5000), a.num("reconnect-interval", 50));
+      a.num("connect-timeout", 5000), a.num("reconnect-interval", 50),
+      a.has("system-memory") ? " caps=video/x-raw" : "");
   GError* error = nullptr;
   GstElement* pipeline = gst_parse_launch(description, &error);
   g_free(description);
@@ -658,6 +673,11 @@ int run_consume(const Args& a) {
 
   // Releases held frames whose time is up (all of them with `all`), checking that the pixels
   // did not change while we held them: the producer must never write a slot we still hold.
+  // Host slots are mapped directly. A CUDA slot (any caps) is downloaded afresh by each map
+  // (gst/cudaslot.cpp StagingAccess), so the check reads the slot itself again at release.
+  // A --system-memory frame is our own downloaded copy and can never change: there this check
+  // proves nothing about the producer; only the CRC compared with the producer's record shows
+  // that the slot still held that frame when it was copied.
   auto release_held = [&](bool all) {
     const uint64_t now = cipc::monotonic_ns();
     while (!held.empty() && (all || held.front().release_ns <= now)) {
@@ -893,9 +913,10 @@ int usage() {
           "          [--wait-for-consumer] [--record FILE] [--min-consumers K] [--lockstep]\n"
           "          [--max-in-flight M] [--release-timeout MS] [--pool-size N]\n"
           "          [--stats-every-ms MS] [--swap-uv] [--timeout-s T] [--stop-grace-ms MS]\n"
+          "          [--memory host|cuda]\n"
           "  consume --socket PATH [--frames N (0: until EOS)] [--reconnect] [--record FILE]\n"
           "          [--hold-ms M] [--timeout-s T] [--max-in-flight M] [--connect-timeout MS]\n"
-          "          [--reconnect-interval MS] [--stats-every-ms MS]\n"
+          "          [--reconnect-interval MS] [--stats-every-ms MS] [--system-memory]\n"
           "  raw-hello --socket PATH [--version V] [--timeout-ms T]\n"
           "  fake-producer --socket PATH [--version V] [--timeout-ms T]\n");
   return kExitUsage;
@@ -908,7 +929,8 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   if (argc < 2) return usage();
   const std::string mode = argv[1];
-  const Args args(argc, argv, {"wait-for-consumer", "lockstep", "swap-uv", "reconnect"});
+  const Args args(argc, argv,
+                  {"wait-for-consumer", "lockstep", "swap-uv", "reconnect", "system-memory"});
   if (!args.bad().empty()) {
     fprintf(stderr, "%s\n", args.bad().c_str());
     return usage();

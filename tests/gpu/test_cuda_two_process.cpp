@@ -37,6 +37,7 @@
 
 #include "cuda_api.h"
 #include "kernels.h"
+#include "nvidia_smi.h"
 #include "peer_fixture.h"
 #include "process.h"
 
@@ -126,31 +127,6 @@ void expect_bit_exact(const std::vector<Record>& produced, const std::vector<Rec
   expect_frames_match_reference(sample, width, height, "consumer");
 }
 
-// GPU memory in use on all GPUs (MiB), from nvidia-smi; nullopt if it cannot be read. Sampled a
-// few times after a pause, lowest value: memory of processes that just exited is freed by then.
-std::optional<uint64_t> gpu_memory_used_mib() {
-  std::optional<uint64_t> lowest;
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    std::this_thread::sleep_for(milliseconds(300));
-    FILE* p = ::popen(
-        "nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null", "r");
-    if (!p) return std::nullopt;
-    std::string text;
-    char buf[256];
-    while (fgets(buf, sizeof(buf), p)) text += buf;
-    if (::pclose(p) != 0) return std::nullopt;
-    std::istringstream in(text);
-    uint64_t total = 0, value = 0;
-    size_t gpus = 0;
-    while (in >> value) {
-      total += value;
-      ++gpus;
-    }
-    if (gpus == 0) return std::nullopt;
-    if (!lowest || total < *lowest) lowest = total;
-  }
-  return lowest;
-}
 
 // ---------------------------------------------------------------------------------------------
 
@@ -311,7 +287,7 @@ TEST_F(GpuTwoProcess, FiftyKillRestartCyclesDoNotGrowGpuMemory) {
     if (HasFailure()) break;  // transcripts of this cycle's peers follow
     retire_processes();
     if (memory_readable && (cycle == 5 || cycle == kCycles)) {
-      const auto used = gpu_memory_used_mib();
+      const auto used = cipc_test::gpu_memory_used_mib();
       if (!used) memory_readable = false;
       (cycle == 5 ? used_at_5 : used_at_50) = used;
     }
