@@ -2,11 +2,33 @@
 // One side of a CUDA-memory run across two processes, for tests/gpu and tests/bench.
 //
 //   cudaipc-cuda-peer produce --socket P [--width W --height H --frames N --fps F
-//                             --record FILE --sync-mode gpu-events|cpu --device D]
+//                             --record FILE --sync-mode gpu-events|cpu --device D
+//                             --source pool|foreign|host|detour --pool-size S --consumers C
+//                             --stamps FILE]
 //   cudaipc-cuda-peer consume --socket P [--frames N --record FILE --io-mode import|copy
-//                             --latency FILE --hold-ms M --timeout-s T --device D
-//                             --max-in-flight M --cpu-map 1]
+//                             --arrivals FILE --hold-ms M --timeout-s T --device D
+//                             --max-in-flight M --cpu-map 1 --transport cuda|host|shm
+//                             --width W --height H]
+//   cudaipc-cuda-peer display --socket P [--frames N --io-mode import|copy --arrivals FILE]
 //   cudaipc-cuda-peer fake-producer --socket P
+//
+// --source picks how frames reach the transport (tests/bench/run-all compares them):
+//   pool     the GPU writer fills cudasink-ipc's own CUDA slots: nothing is copied (default)
+//   foreign  it fills CUDA memory of its own (another element's pool), so cudasink-ipc
+//            (copy-policy=copy-if-needed) copies each frame device-to-device into a slot
+//   host     cudasink-ipc memory=host: the frame is downloaded (D2H) into a host slot; the
+//            consumer (host memory) uploads it again (H2D)
+//   detour   no cudasink-ipc at all: D2H into shmsink's shared memory, shmsrc in the consumer
+//            (--transport shm), H2D there; the consumer of --source host takes --transport host -
+//            what stock elements offer
+// --stamps (producer) and --arrivals (consumer) write "frame-number CLOCK_MONOTONIC-ns" lines:
+// when a frame entered the producer's sink (just before the push, or before the download where
+// there is one), and when it left the consumer's first element (cudasrc-ipc's src pad; after the
+// upload for host memory). Both processes print `CPU us_per_frame=X frames=N`: their own CPU
+// time per frame over the frames after the first 30 (start-up left out).
+// display runs `cudasrc-ipc ! ximagesink sync=false` and writes "capture-ns present-ns" per
+// frame to --arrivals: the frame's capture time (its PTS on CLOCK_MONOTONIC) and when ximagesink
+// had shown it (its chain function returned; with sync=false it draws inside it).
 //
 // --cpu-map 1 makes the consumer read frames with gst_buffer_map() (checksummed on the CPU), as
 // an element that knows nothing of CUDA would. fake-producer answers HELLO with a WELCOME for
@@ -28,18 +50,21 @@
 // up to 8 frames in flight by default, as many as the producer has slots: at its limit the
 // producer would drop frames for it instead of waiting.
 #include <gst/app/gstappsink.h>
+#include <gst/app/gstappsrc.h>
 #include <gst/check/gstharness.h>
 #include <gst/gst.h>
 #include <gst/video/video.h>
 #include <signal.h>
-#include <unistd.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -60,8 +85,10 @@ uint64_t now_ns() {
 }
 
 struct Options {
-  std::string mode, socket, record, latency, io_mode = "import", sync_mode = "gpu-events";
+  std::string mode, socket, record, io_mode = "import", sync_mode = "gpu-events";
+  std::string source = "pool", stamps, arrivals, transport = "cuda";
   int width = 1920, height = 1080, fps = 0, device = -1, hold_ms = 0, timeout_s = 60, max_in_flight = 8;
+  int pool_size = 8, consumers = 1;
   bool cpu_map = false;  // consume: read frames through gst_buffer_map() (the CPU fallback)
   std::string gpu_uuid = "random";  // fake-producer: the GPU it claims to use
   long frames = 600;
@@ -72,13 +99,25 @@ Options parse(int argc, char** argv) {
   if (argc > 1) o.mode = argv[1];
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
+    // clang-format off: one option per line reads better as a table
     if (k == "--socket") o.socket = v;
     else if (k == "--width") o.width = std::stoi(v);
     else if (k == "--height") o.height = std::stoi(v);
     else if (k == "--fps") o.fps = std::stoi(v);
     else if (k == "--frames") o.frames = std::stol(v);
     else if (k == "--record") o.record = v;
-    else if (k == "--latency") o.latency = v;
+    else if (k == "--stamps")
+      o.stamps = v;
+    else if (k == "--arrivals")
+      o.arrivals = v;
+    else if (k == "--source")
+      o.source = v;
+    else if (k == "--transport")
+      o.transport = v;
+    else if (k == "--pool-size")
+      o.pool_size = std::stoi(v);
+    else if (k == "--consumers")
+      o.consumers = std::stoi(v);
     else if (k == "--io-mode") o.io_mode = v;
     else if (k == "--sync-mode") o.sync_mode = v;
     else if (k == "--device") o.device = std::stoi(v);
@@ -86,6 +125,7 @@ Options parse(int argc, char** argv) {
     else if (k == "--cpu-map") o.cpu_map = v == "1";
     else if (k == "--timeout-s") o.timeout_s = std::stoi(v);
     else if (k == "--max-in-flight") o.max_in_flight = std::stoi(v);
+    // clang-format on
   }
   return o;
 }
@@ -150,54 +190,250 @@ void print_stats(GstElement* e, const char* tag) {
   gst_structure_free(s);
 }
 
-int produce(const Options& o) {
-  GstElement* sink = gst_element_factory_make("cudasink-ipc", nullptr);
-  if (!sink) die("cudasink-ipc not found (GST_PLUGIN_PATH?)");
-  // max = slots = max-in-flight: the writer waits for a free slot instead of outrunning consumers.
-  constexpr guint kSlots = 8;
-  gst_util_set_object_arg(G_OBJECT(sink), "sync-mode", o.sync_mode.c_str());
-  const gboolean wait_for_consumer = o.frames != 0;
-  g_object_set(sink, "socket-path", o.socket.c_str(), "memory", 2 /* cuda */, "cuda-device-id",
-               o.device, "sync", FALSE, "async", FALSE, "wait-for-consumer", wait_for_consumer,
-               "max-in-flight", kSlots, "pool-size", kSlots, "enable-last-sample", FALSE, nullptr);
-  // Started here, before the harness gets it: gst_harness_add_element_full() plays a sink and
-  // asserts (aborts) if that fails, and gives it no bus, so the element's error would be lost.
-  GstBus* bus = gst_bus_new();
-  gst_element_set_bus(sink, bus);
-  if (gst_element_set_state(sink, GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE ||
-      GST_STATE(sink) != GST_STATE_PLAYING) {
-    const std::string why = pop_error(bus);
-    die("cudasink-ipc did not start" + (why.empty() ? std::string() : ": " + why));
+// Steady-state CPU time of this process per frame: from mark() (taken after the first frames,
+// so start-up is left out) to report().
+class CpuMeter {
+ public:
+  void mark(long frame) {
+    start_us_ = cpu_us();
+    start_frame_ = frame;
   }
-  static GstStaticPadTemplate src = GST_STATIC_PAD_TEMPLATE("src", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS_ANY);
-  GstHarness* h = gst_harness_new_empty();
-  gst_harness_add_element_full(h, sink, &src, "sink", nullptr, nullptr);
-  const std::string caps_str = "video/x-raw(memory:CUDAIPCMemory),format=BGRA,width=" +
-                               std::to_string(o.width) + ",height=" + std::to_string(o.height) +
-                               ",framerate=" + std::to_string(o.fps) + "/1";
-  gst_harness_set_src_caps_str(h, caps_str.c_str());
-  GstCaps* caps = gst_caps_from_string(caps_str.c_str());
-  GstQuery* q = gst_query_new_allocation(caps, TRUE);
-  if (!gst_pad_peer_query(h->srcpad, q) || gst_query_get_n_allocation_pools(q) == 0)
-    die("cudasink-ipc offered no CUDA pool");
+  void report(long frames) const {
+    if (start_frame_ < 0 || frames <= start_frame_) return;
+    printf("CPU us_per_frame=%.2f frames=%ld\n",
+           (cpu_us() - start_us_) / double(frames - start_frame_), frames - start_frame_);
+  }
+
+ private:
+  static double cpu_us() {
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 + ru.ru_utime.tv_usec +
+           ru.ru_stime.tv_usec;
+  }
+  double start_us_ = 0;
+  long start_frame_ = -1;
+};
+constexpr long kWarmupFrames = 30;
+
+// "frame-number CLOCK_MONOTONIC-ns" lines, collected in memory and written at the end.
+class TimeLog {
+ public:
+  explicit TimeLog(const std::string& path) : path_(path) {}
+  void add(uint64_t frame, uint64_t t) {
+    if (!path_.empty()) entries_.emplace_back(frame, t);
+  }
+  ~TimeLog() {
+    if (path_.empty()) return;
+    FILE* f = fopen(path_.c_str(), "w");
+    if (!f) return;
+    for (const auto& e : entries_)
+      fprintf(f, "%llu %llu\n", (unsigned long long)e.first, (unsigned long long)e.second);
+    fclose(f);
+  }
+
+ private:
+  std::string path_;
+  std::vector<std::pair<uint64_t, uint64_t>> entries_;
+};
+
+// A cudasink-ipc driven by this process as an upstream element would drive it: caps set, its
+// proposed pool configured with `slots` buffers and active.
+struct DrivenSink {
+  GstElement* sink = nullptr;
+  GstBus* bus = nullptr;
+  GstHarness* harness = nullptr;
   GstBufferPool* pool = nullptr;
   guint size = 0;
-  gst_query_parse_nth_allocation_pool(q, 0, &pool, &size, nullptr, nullptr);
-  GstStructure* config = gst_buffer_pool_get_config(pool);
-  gst_buffer_pool_config_set_params(config, caps, size, kSlots, kSlots);
-  gst_buffer_pool_set_config(pool, config);
-  if (!gst_buffer_pool_set_active(pool, TRUE)) die("pool activation failed");
+
+  ~DrivenSink() {
+    if (pool) {
+      gst_buffer_pool_set_active(pool, FALSE);
+      gst_object_unref(pool);
+    }
+    if (harness) gst_harness_teardown(harness);
+    if (bus) gst_object_unref(bus);
+  }
+  void start(const Options& o, const std::string& socket, const char* memory, guint slots,
+             bool wait_for_consumer) {
+    sink = gst_element_factory_make("cudasink-ipc", nullptr);
+    if (!sink) die("cudasink-ipc not found (GST_PLUGIN_PATH?)");
+    gst_util_set_object_arg(G_OBJECT(sink), "sync-mode", o.sync_mode.c_str());
+    gst_util_set_object_arg(G_OBJECT(sink), "memory", memory);
+    // max = slots = max-in-flight: the writer waits for a free slot instead of outrunning
+    // consumers.
+    g_object_set(sink, "socket-path", socket.c_str(), "cuda-device-id", o.device, "sync", FALSE,
+                 "async", FALSE, "wait-for-consumer", wait_for_consumer, "max-in-flight", slots,
+                 "pool-size", slots, "enable-last-sample", FALSE, nullptr);
+    // Started here, before the harness gets it: gst_harness_add_element_full() plays a sink and
+    // asserts (aborts) if that fails, and gives it no bus, so the element's error would be lost.
+    bus = gst_bus_new();
+    gst_element_set_bus(sink, bus);
+    if (gst_element_set_state(sink, GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE ||
+        GST_STATE(sink) != GST_STATE_PLAYING) {
+      const std::string why = pop_error(bus);
+      die("cudasink-ipc did not start" + (why.empty() ? std::string() : ": " + why));
+    }
+    static GstStaticPadTemplate src =
+        GST_STATIC_PAD_TEMPLATE("src", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS_ANY);
+    harness = gst_harness_new_empty();
+    gst_harness_add_element_full(harness, sink, &src, "sink", nullptr, nullptr);
+    const bool cuda = std::string(memory) == "cuda";
+    const std::string caps_str =
+        std::string("video/x-raw") + (cuda ? "(memory:CUDAIPCMemory)" : "") +
+        ",format=BGRA,width=" + std::to_string(o.width) + ",height=" + std::to_string(o.height) +
+        ",framerate=" + std::to_string(o.fps) + "/1";
+    gst_harness_set_src_caps_str(harness, caps_str.c_str());
+    GstCaps* caps = gst_caps_from_string(caps_str.c_str());
+    GstQuery* q = gst_query_new_allocation(caps, TRUE);
+    if (!gst_pad_peer_query(harness->srcpad, q) || gst_query_get_n_allocation_pools(q) == 0)
+      die("cudasink-ipc offered no pool");
+    gst_query_parse_nth_allocation_pool(q, 0, &pool, &size, nullptr, nullptr);
+    GstStructure* config = gst_buffer_pool_get_config(pool);
+    gst_buffer_pool_config_set_params(config, caps, size, slots, slots);
+    gst_buffer_pool_set_config(pool, config);
+    if (!gst_buffer_pool_set_active(pool, TRUE)) die("pool activation failed");
+    gst_query_unref(q);
+    gst_caps_unref(caps);
+  }
+  GstBuffer* acquire() {
+    GstBuffer* b = nullptr;
+    if (gst_buffer_pool_acquire_buffer(pool, &b, nullptr) != GST_FLOW_OK) die("acquire");
+    return b;
+  }
+  void push(GstBuffer* b) {
+    if (gst_harness_push(harness, b) != GST_FLOW_OK) {
+      const std::string why = pop_error(bus);
+      die("push" + (why.empty() ? std::string() : ": " + why));
+    }
+  }
+  guint consumers() const {
+    guint n = 0;
+    g_object_get(sink, "num-consumers", &n, nullptr);
+    return n;
+  }
+};
+
+// The host-memory detour a user would build from stock elements: appsrc ! shmsink, fed with
+// frames downloaded into shmsink's own shared memory where it lends it (else shmsink copies).
+struct ShmDetour {
+  GstElement* pipeline = nullptr;
+  GstElement* appsrc = nullptr;
+  GstAllocator* allocator = nullptr;
+  std::atomic<int> clients{0};
+
+  ~ShmDetour() {
+    if (allocator) gst_object_unref(allocator);
+    if (pipeline) {
+      gst_element_set_state(pipeline, GST_STATE_NULL);
+      gst_object_unref(appsrc);
+      gst_object_unref(pipeline);
+    }
+  }
+  void start(const Options& o, size_t frame_bytes) {
+    const std::string caps = "video/x-raw,format=BGRA,width=" + std::to_string(o.width) +
+                             ",height=" + std::to_string(o.height) +
+                             ",framerate=" + std::to_string(o.fps) + "/1";
+    const std::string launch =
+        "appsrc name=in format=time block=true max-buffers=2 caps=\"" + caps +
+        "\" ! shmsink name=shm wait-for-connection=true sync=false async=false "
+        "socket-path=" +
+        o.socket + " shm-size=" + std::to_string(frame_bytes * size_t(o.pool_size + 2));
+    GError* err = nullptr;
+    pipeline = gst_parse_launch(launch.c_str(), &err);
+    if (!pipeline) die(std::string("shm detour: ") + err->message);
+    appsrc = gst_bin_get_by_name(GST_BIN(pipeline), "in");
+    GstElement* shm = gst_bin_get_by_name(GST_BIN(pipeline), "shm");
+    g_signal_connect(shm, "client-connected", G_CALLBACK(+[](GstElement*, gint, gpointer d) {
+                       static_cast<ShmDetour*>(d)->clients++;
+                     }),
+                     this);
+    gst_object_unref(shm);
+    if (gst_element_set_state(pipeline, GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE)
+      die("shmsink did not start (is the shm plugin installed?)");
+    // shmsink answers the allocation query with its shared-memory allocator: download into it.
+    GstCaps* c = gst_caps_from_string(caps.c_str());
+    GstQuery* q = gst_query_new_allocation(c, TRUE);
+    GstPad* pad = gst_element_get_static_pad(appsrc, "src");
+    if (gst_pad_peer_query(pad, q) && gst_query_get_n_allocation_params(q) > 0)
+      gst_query_parse_nth_allocation_param(q, 0, &allocator, nullptr);
+    gst_object_unref(pad);
+    gst_query_unref(q);
+    gst_caps_unref(c);
+  }
+  GstBuffer* allocate(size_t bytes) {
+    GstMemory* m = allocator ? gst_allocator_alloc(allocator, bytes, nullptr) : nullptr;
+    if (!m) return gst_buffer_new_allocate(nullptr, bytes, nullptr);
+    GstBuffer* b = gst_buffer_new();
+    gst_buffer_append_memory(b, m);
+    return b;
+  }
+  void push(GstBuffer* b) {
+    if (gst_app_src_push_buffer(GST_APP_SRC(appsrc), b) != GST_FLOW_OK)
+      die("shm detour: push failed");
+  }
+  void finish() {
+    gst_app_src_end_of_stream(GST_APP_SRC(appsrc));
+    GstBus* bus = gst_element_get_bus(pipeline);
+    if (GstMessage* m = gst_bus_timed_pop_filtered(
+            bus, 5 * GST_SECOND, GstMessageType(GST_MESSAGE_EOS | GST_MESSAGE_ERROR)))
+      gst_message_unref(m);
+    gst_object_unref(bus);
+  }
+};
+
+// Waits (up to 30 s) until `count()` reaches n: every consumer of a run gets the whole stream.
+template <typename Count>
+void wait_for_consumers(int n, Count count) {
+  for (int i = 0; i < 3000 && !g_stop && count() < n; ++i) usleep(10000);
+  if (count() < n)
+    die("only " + std::to_string(count()) + " of " + std::to_string(n) + " consumers came");
+}
+
+int produce(const Options& o) {
+  const bool pool = o.source == "pool", foreign = o.source == "foreign", host = o.source == "host",
+             detour = o.source == "detour";
+  if (!pool && !foreign && !host && !detour) die("unknown --source " + o.source);
+  const guint slots = guint(o.pool_size);
+  const bool wait_for_consumer = o.frames != 0;
+  const size_t row_bytes = size_t(o.width) * 4, frame_bytes = row_bytes * size_t(o.height);
+  DrivenSink sink, donor;
+  ShmDetour shm;
+  if (detour) {
+    shm.start(o, frame_bytes);
+  } else {
+    sink.start(o, o.socket, host ? "host" : "cuda", slots, wait_for_consumer);
+    // Another element's CUDA memory: a second sink's slots, which the first one does not own.
+    if (foreign) donor.start(o, o.socket + ".foreign", "cuda", slots, false);
+  }
 
   const int device = o.device < 0 ? 0 : o.device;
   cipc_cuda::Stream stream;
   check(cipc_cuda::Stream::create(device, &stream), "stream");
   GpuChecksum checksum(device, o.height);
+  // host and detour: the frame is made on the GPU, then downloaded.
+  cipc_cuda::DeviceBuffer scratch;
+  if (host || detour)
+    check(cipc_cuda::DeviceBuffer::create(device, frame_bytes, &scratch), "frame buffer");
   FILE* record = o.record.empty() ? nullptr : fopen(o.record.c_str(), "w");
+  TimeLog stamps(o.stamps);
   printf("READY\n");
   fflush(stdout);
+  // A run of N frames starts when its consumers are there, so paced frames keep their pace
+  // (wait-for-consumer alone would hold the first frame, and the late ones would follow in a
+  // burst).
+  if (o.frames != 0) {
+    if (detour)
+      wait_for_consumers(o.consumers, [&] { return shm.clients.load(); });
+    else
+      wait_for_consumers(o.consumers, [&] { return int(sink.consumers()); });
+  }
+  CpuMeter cpu;
   const uint64_t period = o.fps ? 1000000000ull / o.fps : 0;
   const uint64_t t0 = now_ns();
-  for (long i = 0; (o.frames == 0 || i < o.frames) && !g_stop; ++i) {
+  long i = 0;
+  for (; (o.frames == 0 || i < o.frames) && !g_stop; ++i) {
+    if (i == kWarmupFrames) cpu.mark(i);
     if (period) {
       const uint64_t due = t0 + i * period;
       const timespec ts{time_t(due / 1000000000ull), long(due % 1000000000ull)};
@@ -205,87 +441,133 @@ int produce(const Options& o) {
       }
     }
     GstBuffer* b = nullptr;
-    if (gst_buffer_pool_acquire_buffer(pool, &b, nullptr) != GST_FLOW_OK) die("acquire");
-    GstMemory* mem = gst_buffer_peek_memory(b, 0);
-    guint64 ptr = 0;
-    gint pitch = 0;
-    if (!gst_cuda_ipc_buffer_get_plane(b, 0, &ptr, &pitch)) die("not CUDA slot memory");
-    if (!gst_cuda_ipc_memory_begin_write(mem, stream.handle())) die("begin_write");
-    check(cipc_cuda::launch_fill_pattern(ptr, pitch, size_t(o.width) * 4, o.height, uint32_t(i), stream.handle()),
-          "fill kernel");
-    if (!gst_cuda_ipc_memory_end_write(mem, stream.handle())) die("end_write");
-    if (record)
-      fprintf(record, "%ld %llu\n", i,
-              (unsigned long long)checksum.run(ptr, pitch, size_t(o.width) * 4, o.height, stream.handle()));
+    if (pool || foreign) {
+      b = foreign ? donor.acquire() : sink.acquire();
+      GstMemory* mem = gst_buffer_peek_memory(b, 0);
+      guint64 ptr = 0;
+      gint pitch = 0;
+      if (!gst_cuda_ipc_buffer_get_plane(b, 0, &ptr, &pitch)) die("not CUDA slot memory");
+      if (!gst_cuda_ipc_memory_begin_write(mem, stream.handle())) die("begin_write");
+      check(cipc_cuda::launch_fill_pattern(ptr, pitch, row_bytes, o.height, uint32_t(i),
+                                           stream.handle()),
+            "fill kernel");
+      if (!gst_cuda_ipc_memory_end_write(mem, stream.handle())) die("end_write");
+      if (record)
+        fprintf(record, "%ld %llu\n", i,
+                (unsigned long long)checksum.run(ptr, pitch, row_bytes, o.height, stream.handle()));
+      stamps.add(i, now_ns());
+    } else {
+      check(cipc_cuda::launch_fill_pattern(scratch.ptr(), row_bytes, row_bytes, o.height,
+                                           uint32_t(i), stream.handle()),
+            "fill kernel");
+      if (record)
+        fprintf(record, "%ld %llu\n", i,
+                (unsigned long long)checksum.run(scratch.ptr(), row_bytes, row_bytes, o.height,
+                                                 stream.handle()));
+      stamps.add(i, now_ns());
+      b = detour ? shm.allocate(frame_bytes) : sink.acquire();
+      GstVideoMeta* meta = gst_buffer_get_video_meta(b);
+      const size_t dst_pitch = meta ? size_t(meta->stride[0]) : row_bytes;
+      GstMapInfo map;
+      if (!gst_buffer_map(b, &map, GST_MAP_WRITE)) die("map for download");
+      uint8_t* dst = map.data + (meta ? meta->offset[0] : 0);
+      check(cipc_cuda::copy_2d_async(dst, dst_pitch, reinterpret_cast<void*>(scratch.ptr()),
+                                     row_bytes, row_bytes, o.height, stream.handle()),
+            "download");
+      check(stream.synchronize(), "download sync");
+      // shmsink carries bytes only: the frame number rides in the first pixels.
+      if (detour) std::memcpy(dst, &i, sizeof(i));
+      gst_buffer_unmap(b, &map);
+    }
     GST_BUFFER_PTS(b) = period ? i * period : i * 1000000;
     GST_BUFFER_OFFSET(b) = i;
-    if (gst_harness_push(h, b) != GST_FLOW_OK) {
-      const std::string why = pop_error(bus);
-      die("push" + (why.empty() ? std::string() : ": " + why));
-    }
+    if (detour)
+      shm.push(b);
+    else
+      sink.push(b);
   }
+  cpu.report(i);
   if (record) fclose(record);
-  print_stats(sink, "STATS");
-  gst_harness_push_event(h, gst_event_new_eos());
-  gst_buffer_pool_set_active(pool, FALSE);
-  gst_object_unref(pool);
-  gst_query_unref(q);
-  gst_caps_unref(caps);
-  gst_harness_teardown(h);
-  gst_object_unref(bus);
+  if (detour) {
+    shm.finish();
+  } else {
+    print_stats(sink.sink, "STATS");
+    gst_harness_push_event(sink.harness, gst_event_new_eos());
+  }
+  fflush(stdout);
   return 0;
 }
 
 struct ConsumerState {
   FILE* record = nullptr;
-  std::vector<uint64_t> latency;
-  GpuChecksum* checksum = nullptr;
-  cipc_cuda::Stream* stream = nullptr;
+  TimeLog* arrivals = nullptr;
   long frames = 0;
 };
 
-GstPadProbeReturn latency_probe(GstPad*, GstPadProbeInfo* info, gpointer data) {
+// When a frame leaves cudasrc-ipc (its first element), by frame number.
+GstPadProbeReturn arrival_probe(GstPad*, GstPadProbeInfo* info, gpointer data) {
   auto* st = static_cast<ConsumerState*>(data);
-  static GstCaps* send_caps = gst_caps_new_empty_simple("timestamp/x-cudaipc-send-monotonic");
-  GstReferenceTimestampMeta* m =
-      gst_buffer_get_reference_timestamp_meta(GST_PAD_PROBE_INFO_BUFFER(info), send_caps);
-  if (m) st->latency.push_back(now_ns() - m->timestamp);
+  st->arrivals->add(GST_BUFFER_OFFSET(GST_PAD_PROBE_INFO_BUFFER(info)), now_ns());
   return GST_PAD_PROBE_OK;
 }
 
+// Pops the pipeline's first error, printing it; true if there was one.
+bool report_error(GstBus* bus, GstClockTime wait) {
+  GstMessage* m = gst_bus_timed_pop_filtered(bus, wait, GST_MESSAGE_ERROR);
+  if (!m) return false;
+  GError* err = nullptr;
+  gst_message_parse_error(m, &err, nullptr);
+  printf("ERROR %s\n", err->message);
+  g_clear_error(&err);
+  gst_message_unref(m);
+  return true;
+}
+
 int consume(const Options& o) {
-  const std::string launch = "cudasrc-ipc name=src connect-timeout=20000 io-mode=" + o.io_mode +
-                             " socket-path=" + o.socket +
-                             " max-in-flight=" + std::to_string(o.max_in_flight) +
-                             (o.device >= 0 ? " cuda-device-id=" + std::to_string(o.device) : "") +
-                             " ! video/x-raw(memory:CUDAIPCMemory) ! appsink name=out sync=false "
-                             "max-buffers=4 enable-last-sample=false";
+  // cuda: frames stay in CUDA memory. host: the producer is in host memory (--source host), the
+  // frame is uploaded here. shm: the stock-element detour (--source detour), uploaded here too.
+  const bool cuda = o.transport == "cuda", shm = o.transport == "shm";
+  if (!cuda && !shm && o.transport != "host") die("unknown --transport " + o.transport);
+  std::string launch;
+  if (shm) {
+    launch = "shmsrc name=src is-live=true socket-path=" + o.socket +
+             " ! video/x-raw,format=BGRA,width=" + std::to_string(o.width) +
+             ",height=" + std::to_string(o.height) + ",framerate=0/1";
+  } else {
+    launch = "cudasrc-ipc name=src connect-timeout=20000 io-mode=" + o.io_mode +
+             " socket-path=" + o.socket + " max-in-flight=" + std::to_string(o.max_in_flight) +
+             (o.device >= 0 ? " cuda-device-id=" + std::to_string(o.device) : "") +
+             (cuda ? " ! video/x-raw(memory:CUDAIPCMemory)" : " ! video/x-raw");
+  }
+  launch += " ! appsink name=out sync=false max-buffers=4 enable-last-sample=false";
   GError* err = nullptr;
   GstElement* pipeline = gst_parse_launch(launch.c_str(), &err);
   if (!pipeline) die(err->message);
   GstElement* src = gst_bin_get_by_name(GST_BIN(pipeline), "src");
   GstElement* out = gst_bin_get_by_name(GST_BIN(pipeline), "out");
+  TimeLog arrivals(o.arrivals);
   ConsumerState st;
-  GstPad* pad = gst_element_get_static_pad(src, "src");
-  gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, latency_probe, &st, nullptr);
-  gst_object_unref(pad);
-  st.latency.reserve(o.frames ? o.frames : 1024);
+  st.arrivals = &arrivals;
+  if (cuda) {
+    GstPad* pad = gst_element_get_static_pad(src, "src");
+    gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, arrival_probe, &st, nullptr);
+    gst_object_unref(pad);
+  }
   gst_element_set_state(pipeline, GST_STATE_PLAYING);
   printf("READY\n");
   fflush(stdout);
 
   cipc_cuda::Stream stream;
   std::unique_ptr<GpuChecksum> checksum;
+  cipc_cuda::DeviceBuffer upload;  // host and shm: where each frame is uploaded
   st.record = o.record.empty() ? nullptr : fopen(o.record.c_str(), "w");
   GstBus* bus = gst_element_get_bus(pipeline);
   const uint64_t deadline = now_ns() + uint64_t(o.timeout_s) * 1000000000ull;
   int rc = 0;
   uint64_t first_ns = 0, last_ns = 0;
+  CpuMeter cpu;
   while (!g_stop && (o.frames == 0 || st.frames < o.frames)) {
-    if (GstMessage* m = gst_bus_pop_filtered(bus, GST_MESSAGE_ERROR)) {
-      gst_message_parse_error(m, &err, nullptr);
-      printf("ERROR %s\n", err->message);
-      gst_message_unref(m);
+    if (report_error(bus, 0)) {
       rc = 2;
       break;
     }
@@ -293,10 +575,7 @@ int consume(const Options& o) {
     if (!sample) {
       if (gst_app_sink_is_eos(GST_APP_SINK(out))) {
         // An error ends the stream too: report it, not the EOS that follows it.
-        if (GstMessage* m = gst_bus_timed_pop_filtered(bus, 200 * GST_MSECOND, GST_MESSAGE_ERROR)) {
-          gst_message_parse_error(m, &err, nullptr);
-          printf("ERROR %s\n", err->message);
-          gst_message_unref(m);
+        if (report_error(bus, 200 * GST_MSECOND)) {
           rc = 2;
           break;
         }
@@ -310,40 +589,64 @@ int consume(const Options& o) {
       }
       continue;
     }
+    if (st.frames == kWarmupFrames) cpu.mark(st.frames);
     GstBuffer* b = gst_sample_get_buffer(sample);
-    GstMemory* mem = gst_buffer_peek_memory(b, 0);
-    const GstCudaIpcMemoryInfo* info = gst_cuda_ipc_memory_get_info(mem);
-    if (!info) die("output is not CUDA memory");
-    if (!stream.handle()) {
-      check(cipc_cuda::Stream::create(info->device, &stream), "stream");
-      checksum = std::make_unique<GpuChecksum>(info->device, 8192);
-    }
-    guint64 ptr = 0;
-    gint pitch = 0;
-    gst_cuda_ipc_buffer_get_plane(b, 0, &ptr, &pitch);
     GstVideoInfo vi;
     gst_video_info_from_caps(&vi, gst_sample_get_caps(sample));
-    if (o.cpu_map) {
-      // An element that knows nothing of CUDA: maps the buffer and reads bytes on the CPU.
-      GstMapInfo map;
-      if (!gst_buffer_map(b, &map, GST_MAP_READ)) die("gst_buffer_map of CUDA memory failed");
+    const size_t row_bytes = size_t(GST_VIDEO_INFO_WIDTH(&vi)) * 4,
+                 rows = GST_VIDEO_INFO_HEIGHT(&vi);
+    if (!cuda) {
+      // Host memory in: one upload into this process's GPU memory, as cudaupload would.
+      if (!stream.handle()) {
+        const int device = o.device < 0 ? 0 : o.device;
+        check(cipc_cuda::Stream::create(device, &stream), "stream");
+        check(cipc_cuda::DeviceBuffer::create(device, row_bytes * rows, &upload), "upload buffer");
+        checksum = std::make_unique<GpuChecksum>(device, 8192);
+      }
+      GstVideoFrame frame;
+      if (!gst_video_frame_map(&frame, &vi, b, GST_MAP_READ)) die("map of a host frame failed");
+      const auto* data = static_cast<const uint8_t*>(GST_VIDEO_FRAME_PLANE_DATA(&frame, 0));
+      uint64_t index = GST_BUFFER_OFFSET(b);
+      if (shm) std::memcpy(&index, data, sizeof(index));
+      check(cipc_cuda::copy_2d_async(reinterpret_cast<void*>(upload.ptr()), row_bytes, data,
+                                     GST_VIDEO_FRAME_PLANE_STRIDE(&frame, 0), row_bytes, rows,
+                                     stream.handle()),
+            "upload");
+      check(stream.synchronize(), "upload sync");
+      arrivals.add(index, now_ns());
+      gst_video_frame_unmap(&frame);
       if (st.record)
-        fprintf(st.record, "%llu %llu\n", (unsigned long long)GST_BUFFER_OFFSET(b),
-                (unsigned long long)cipc_cuda::image_checksum_cpu(
-                    map.data + gst_buffer_get_video_meta(b)->offset[0], pitch,
-                    size_t(GST_VIDEO_INFO_WIDTH(&vi)) * 4, GST_VIDEO_INFO_HEIGHT(&vi)));
-      gst_buffer_unmap(b, &map);
-      gst_sample_unref(sample);
-      ++st.frames;
-      printf("FRAME %ld\n", st.frames);
-      continue;
+        fprintf(st.record, "%llu %llu\n", (unsigned long long)index,
+                (unsigned long long)checksum->run(upload.ptr(), row_bytes, row_bytes, rows,
+                                                  stream.handle()));
+    } else {
+      GstMemory* mem = gst_buffer_peek_memory(b, 0);
+      const GstCudaIpcMemoryInfo* info = gst_cuda_ipc_memory_get_info(mem);
+      if (!info) die("output is not CUDA memory");
+      if (!stream.handle()) {
+        check(cipc_cuda::Stream::create(info->device, &stream), "stream");
+        checksum = std::make_unique<GpuChecksum>(info->device, 8192);
+      }
+      guint64 ptr = 0;
+      gint pitch = 0;
+      gst_cuda_ipc_buffer_get_plane(b, 0, &ptr, &pitch);
+      if (o.cpu_map) {
+        // An element that knows nothing of CUDA: maps the buffer and reads bytes on the CPU.
+        GstMapInfo map;
+        if (!gst_buffer_map(b, &map, GST_MAP_READ)) die("gst_buffer_map of CUDA memory failed");
+        if (st.record)
+          fprintf(st.record, "%llu %llu\n", (unsigned long long)GST_BUFFER_OFFSET(b),
+                  (unsigned long long)cipc_cuda::image_checksum_cpu(
+                      map.data + gst_buffer_get_video_meta(b)->offset[0], pitch, row_bytes, rows));
+        gst_buffer_unmap(b, &map);
+      } else {
+        if (!gst_cuda_ipc_memory_wait_ready(mem, stream.handle())) die("wait_ready");
+        if (st.record)
+          fprintf(st.record, "%llu %llu\n", (unsigned long long)GST_BUFFER_OFFSET(b),
+                  (unsigned long long)checksum->run(ptr, pitch, row_bytes, rows, stream.handle()));
+        if (!gst_cuda_ipc_memory_record_release(mem, stream.handle())) die("record_release");
+      }
     }
-    if (!gst_cuda_ipc_memory_wait_ready(mem, stream.handle())) die("wait_ready");
-    if (st.record)
-      fprintf(st.record, "%llu %llu\n", (unsigned long long)GST_BUFFER_OFFSET(b),
-              (unsigned long long)checksum->run(ptr, pitch, size_t(GST_VIDEO_INFO_WIDTH(&vi)) * 4,
-                                                GST_VIDEO_INFO_HEIGHT(&vi), stream.handle()));
-    if (!gst_cuda_ipc_memory_record_release(mem, stream.handle())) die("record_release");
     if (o.hold_ms) std::this_thread::sleep_for(std::chrono::milliseconds(o.hold_ms));
     gst_sample_unref(sample);
     ++st.frames;
@@ -352,20 +655,92 @@ int consume(const Options& o) {
     printf("FRAME %ld\n", st.frames);
     if (st.frames % 64 == 0) fflush(stdout);
   }
+  cpu.report(st.frames);
   fflush(stdout);
   if (st.record) fclose(st.record);
   if (st.frames > 1)
     printf("RATE fps=%.1f frames=%ld\n", (st.frames - 1) * 1e9 / double(last_ns - first_ns), st.frames);
-  print_stats(src, "STATS");
-  if (!o.latency.empty()) {
-    FILE* f = fopen(o.latency.c_str(), "w");
-    for (uint64_t v : st.latency) fprintf(f, "%llu\n", (unsigned long long)v);
-    fclose(f);
-  }
+  if (!shm) print_stats(src, "STATS");
   gst_element_set_state(pipeline, GST_STATE_NULL);
   gst_object_unref(bus);
   gst_object_unref(src);
   gst_object_unref(out);
+  gst_object_unref(pipeline);
+  return rc;
+}
+
+// The display end of the camera chain: cudasrc-ipc ! ximagesink sync=false. ximagesink's chain
+// function is wrapped so that the time it returns - the frame is on screen, ximagesink draws
+// (XPutImage + XSync) inside it when it does not sync to the clock - is logged against the
+// frame's capture time (its PTS, which cudasrc-ipc maps to this pipeline's running time).
+struct Display {
+  GstPadChainFunction chain = nullptr;
+  TimeLog* log = nullptr;
+  std::atomic<long> shown{0};
+};
+Display g_display;
+
+GstFlowReturn presenting_chain(GstPad* pad, GstObject* parent, GstBuffer* buffer) {
+  const GstClockTime pts = GST_BUFFER_PTS(buffer);
+  const GstFlowReturn r = g_display.chain(pad, parent, buffer);
+  if (r == GST_FLOW_OK && GST_CLOCK_TIME_IS_VALID(pts)) {
+    g_display.log->add(gst_element_get_base_time(GST_ELEMENT(parent)) + pts, now_ns());
+    g_display.shown++;
+  }
+  return r;
+}
+
+int display(const Options& o) {
+  const std::string launch = "cudasrc-ipc name=src connect-timeout=20000 io-mode=" + o.io_mode +
+                             " socket-path=" + o.socket + " ! ximagesink name=out sync=false";
+  GError* err = nullptr;
+  GstElement* pipeline = gst_parse_launch(launch.c_str(), &err);
+  if (!pipeline) die(err->message);
+  // The pipeline runs on the system clock (CLOCK_MONOTONIC), as the producer's does.
+  GstClock* clock = gst_system_clock_obtain();
+  gst_pipeline_use_clock(GST_PIPELINE(pipeline), clock);
+  gst_object_unref(clock);
+  GstElement* out = gst_bin_get_by_name(GST_BIN(pipeline), "out");
+  GstPad* pad = gst_element_get_static_pad(out, "sink");
+  TimeLog log(o.arrivals);
+  g_display.chain = GST_PAD_CHAINFUNC(pad);
+  g_display.log = &log;
+  gst_pad_set_chain_function(pad, presenting_chain);
+  gst_object_unref(pad);
+  gst_object_unref(out);
+  CpuMeter cpu;
+  gst_element_set_state(pipeline, GST_STATE_PLAYING);
+  printf("READY\n");
+  fflush(stdout);
+  GstBus* bus = gst_element_get_bus(pipeline);
+  const uint64_t deadline = now_ns() + uint64_t(o.timeout_s) * 1000000000ull;
+  int rc = 0;
+  bool marked = false;
+  while (!g_stop && (o.frames == 0 || g_display.shown < o.frames) && now_ns() < deadline) {
+    if (!marked && g_display.shown >= kWarmupFrames) {
+      cpu.mark(g_display.shown);
+      marked = true;
+    }
+    GstMessage* m = gst_bus_timed_pop_filtered(bus, 10 * GST_MSECOND,
+                                               GstMessageType(GST_MESSAGE_ERROR | GST_MESSAGE_EOS));
+    if (!m) continue;
+    const bool error = GST_MESSAGE_TYPE(m) == GST_MESSAGE_ERROR;
+    if (error) {
+      gst_message_parse_error(m, &err, nullptr);
+      printf("ERROR %s\n", err->message);
+      g_clear_error(&err);
+      rc = 2;
+    }
+    gst_message_unref(m);
+    break;
+  }
+  cpu.report(g_display.shown);
+  printf("SHOWN %ld\n", g_display.shown.load());
+  GstElement* src = gst_bin_get_by_name(GST_BIN(pipeline), "src");
+  print_stats(src, "STATS");
+  gst_object_unref(src);
+  gst_element_set_state(pipeline, GST_STATE_NULL);
+  gst_object_unref(bus);
   gst_object_unref(pipeline);
   return rc;
 }
@@ -410,10 +785,13 @@ int main(int argc, char** argv) {
   signal(SIGINT, [](int) { g_stop = true; });
   signal(SIGTERM, [](int) { g_stop = true; });
   const Options o = parse(argc, argv);
-  if (o.socket.empty() || (o.mode != "produce" && o.mode != "consume" && o.mode != "fake-producer")) {
-    fprintf(stderr, "usage: %s produce|consume|fake-producer --socket PATH [options]\n", argv[0]);
+  if (o.socket.empty() || (o.mode != "produce" && o.mode != "consume" && o.mode != "display" &&
+                           o.mode != "fake-producer")) {
+    fprintf(stderr, "usage: %s produce|consume|display|fake-producer --socket PATH [options]\n",
+            argv[0]);
     return 64;
   }
   if (o.mode == "fake-producer") return fake_producer(o);
+  if (o.mode == "display") return display(o);
   return o.mode == "produce" ? produce(o) : consume(o);
 }

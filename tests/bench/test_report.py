@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Checks tests/bench/report and the published performance page (meson test bench-report).
+
+1. docs/performance.md is exactly what the report makes of docs/bench-h200.json: the page was
+   regenerated after the last run, and nobody edited a number by hand.
+2. The recorded run supports what the page says: the zero-copy transport made no copy in either
+   process, the copy baseline made one device-to-device copy per frame in each, the host paths
+   one download and one upload; every configuration delivered its frames.
+3. The plots are drawn (gnuplot installed) or, without gnuplot, their data and script are left.
+4. A partial run (one mode skipped, no chain, no debayer) still gives a page that says so.
+"""
+import copy
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPORT = os.path.join(ROOT, "tests", "bench", "report")
+RESULTS = os.path.join(ROOT, "docs", "bench-h200.json")
+failures = []
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what)
+    if not ok:
+        failures.append(what)
+
+
+def per_frame(line, kind):
+    m = re.search(r"per-frame\(\d+\):.*?\b" + kind + r"=([0-9.]+)", line)
+    return float(m.group(1)) if m else None
+
+
+def main():
+    with open(RESULTS) as f:
+        res = json.load(f)
+    with tempfile.TemporaryDirectory() as tmp:
+        docs = os.path.join(tmp, "docs")
+        p = subprocess.run([REPORT, RESULTS, "--docs", docs], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True)
+        check(p.returncode == 0, "report runs on docs/bench-h200.json: " + p.stdout.strip())
+        with open(os.path.join(docs, "performance.md")) as f:
+            made = f.read()
+        with open(os.path.join(ROOT, "docs", "performance.md")) as f:
+            published = f.read()
+        check(made == published, "docs/performance.md is the report of docs/bench-h200.json "
+              "(if not: tests/bench/report docs/bench-h200.json)")
+        images = os.path.join(docs, "images")
+        if shutil.which("gnuplot"):
+            for name in ["perf-resolution.png", "perf-pool.png", "perf-consumers.png"]:
+                path = os.path.join(images, name)
+                ok = os.path.exists(path) and open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+                check(ok, f"plot {name} drawn")
+                check(f"images/{name}" in made, f"page shows {name}")
+        else:
+            print("note: gnuplot is not installed; checking that the plot data and script are left")
+            check(os.path.exists(os.path.join(images, "perf-plots.gp")), "gnuplot script left")
+            check("Plots not drawn" in made, "page says the plots are not drawn")
+
+    audits = {r["mode"]: r["audit"] for r in res["transport_audit"]}
+    for role in ["producer", "consumer"]:
+        zc = audits.get("zero-copy", {}).get(role, "")
+        check(all(per_frame(zc, k) == 0.0 for k in ["HtoD", "DtoH", "DtoD", "memset"]),
+              f"zero-copy {role}: no copy and no memset per frame ({zc})")
+        cp = audits.get("copy", {}).get(role, "")
+        check(per_frame(cp, "DtoD") is not None and per_frame(cp, "DtoD") >= 0.99,
+              f"copy baseline {role}: one device-to-device copy per frame ({cp})")
+    for mode, kind, role in [("host", "DtoH", "producer"), ("host", "HtoD", "consumer"),
+                             ("detour", "DtoH", "producer"), ("detour", "HtoD", "consumer")]:
+        line = audits.get(mode, {}).get(role, "")
+        check(per_frame(line, kind) is not None and per_frame(line, kind) >= 0.99,
+              f"{mode} {role}: one {kind} per frame ({line})")
+    short = [(r["mode"], r["size"], r["paced_fps"], r["consumers"], r["received"]) for r in res["transport"]
+             if min(r["received"]) < r["frames"] or r["errors"]]
+    check(not short, f"every transport run delivered all its frames to every consumer, without errors {short}")
+    chain = res["chain"]
+    for name in ["zero-copy", "copy"]:
+        check(chain.get(name, {}).get("shown", 0) >= 0.9 * chain.get(name, {}).get("frames", 1),
+              f"camera chain ({name}) showed at least 90% of its frames")
+    cam = [l for l in chain.get("zero-copy", {}).get("audit", []) if "per-frame" in l]
+    check(len(cam) == 2 and all(per_frame(cam[0], k) == 0.0 for k in ["HtoD", "DtoH", "DtoD"]),
+          f"zero-copy camera process: no copy per frame ({cam[:1]})")
+
+    # A partial run: the page says what is missing instead of failing.
+    partial = copy.deepcopy(res)
+    partial["transport"] = [r for r in partial["transport"] if r["mode"] != "detour"]
+    partial["skipped_modes"] = {"detour": "shmsink not found"}
+    partial["chain"], partial["debayer"], partial["scaling_pool"] = {}, [], []
+    partial["chain_skipped"] = "Xvfb or gst-launch-1.0 not on PATH"
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "partial.json")
+        with open(path, "w") as f:
+            json.dump(partial, f)
+        p = subprocess.run([REPORT, path, "--docs", os.path.join(tmp, "docs")], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+        check(p.returncode == 0, "report runs on a partial result: " + p.stdout.strip()[-200:])
+        text = open(os.path.join(tmp, "docs", "performance.md")).read() if p.returncode == 0 else ""
+        check("Not measured in this run: host detour (shm) (shmsink not found)" in text,
+              "a skipped baseline is named with its reason")
+        check("Xvfb or gst-launch-1.0 not on PATH" in text, "a skipped camera chain is named with its reason")
+        check("| 4K | 60 fps | 1 | host detour" not in text, "no row for a skipped baseline")
+
+    print(f"{len(failures)} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
