@@ -14,10 +14,13 @@
 #include <vector>
 
 #include "fuzz_util.h"
+#include "posix_util.h"
 #include "protocol.h"
 #include "unique_fd.h"
 
 namespace cipc_fuzz {
+
+using cipc_test::send_with_fds;
 
 inline std::string input_string(Input& in, size_t max) {
   const size_t n = in.u8() % (max + 1);
@@ -147,27 +150,6 @@ inline cipc::UniqueFd descriptor_of_kind(uint8_t kind, size_t memfd_size) {
     default:
       return cipc::UniqueFd(::open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   }
-}
-
-// Sends bytes with any number of descriptors (Channel::send refuses more than it allows, and a
-// hostile peer is not bound by that).
-inline ssize_t send_with_fds(int socket, const std::vector<uint8_t>& bytes,
-                             const std::vector<int>& fds) {
-  iovec iov{const_cast<uint8_t*>(bytes.data()), bytes.size()};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  std::vector<char> control(CMSG_SPACE(sizeof(int) * fds.size()));
-  if (!fds.empty()) {
-    msg.msg_control = control.data();
-    msg.msg_controllen = control.size();
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
-  }
-  return ::sendmsg(socket, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
 }  // namespace cipc_fuzz

@@ -16,7 +16,11 @@
 #include <string>
 #include <vector>
 
+#include "posix_util.h"
+
 namespace cipc_fuzz {
+
+using cipc_test::open_fd_count;
 
 // A failed invariant: print why and abort, which libFuzzer reports as a crash with the input.
 [[noreturn]] inline void fail(const std::string& why) {
@@ -80,17 +84,6 @@ class InputWriter {
  private:
   std::vector<uint8_t> out_;
 };
-
-// Open descriptors of this process (the directory stream's own one included, every time).
-inline int open_fd_count() {
-  int n = 0;
-  DIR* d = ::opendir("/proc/self/fd");
-  if (d == nullptr) return -1;
-  while (dirent* e = ::readdir(d))
-    if (e->d_name[0] != '.') ++n;
-  ::closedir(d);
-  return n;
-}
 
 // A folder under /tmp for this process's sockets, removed at exit.
 class TempDir {

@@ -34,23 +34,7 @@ std::pair<Channel, Channel> connected_pair() {
 }
 
 // sendmsg() straight on the socket, bypassing Channel::send's own limits.
-ssize_t send_raw(int socket, const std::vector<uint8_t>& bytes, const std::vector<int>& fds) {
-  iovec iov{const_cast<uint8_t*>(bytes.data()), bytes.size()};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  std::vector<char> control(CMSG_SPACE(sizeof(int) * fds.size()) + 1);
-  if (!fds.empty()) {
-    msg.msg_control = control.data();
-    msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
-  }
-  return ::sendmsg(socket, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
-}
+using cipc_test::send_with_fds;
 
 UniqueFd make_memfd(const char* text) {
   UniqueFd fd(::memfd_create("channel-test", MFD_CLOEXEC));
@@ -263,7 +247,7 @@ TEST(ChannelPair, PacketOneByteOverMaxMessageSizeIsRejected) {
   auto [a, b] = connected_pair();
   UniqueFd memfd = make_memfd("attached");
   const int baseline = open_fd_count();
-  ASSERT_EQ(send_raw(a.fd(), std::vector<uint8_t>(kMaxMessageSize + 1, 0xcd), {memfd.get()}),
+  ASSERT_EQ(send_with_fds(a.fd(), std::vector<uint8_t>(kMaxMessageSize + 1, 0xcd), {memfd.get()}),
             static_cast<ssize_t>(kMaxMessageSize + 1));
   {
     Packet p;
@@ -279,7 +263,7 @@ TEST(ChannelPair, PacketFarOverMaxMessageSizeIsRejectedWithoutLeakingDescriptors
   UniqueFd memfd = make_memfd("attached");
   const int baseline = open_fd_count();
   for (size_t size : {kMaxMessageSize + 2, kMaxMessageSize + 100, size_t{64} * 1024}) {
-    ASSERT_EQ(send_raw(a.fd(), std::vector<uint8_t>(size, 0xcd), {memfd.get()}),
+    ASSERT_EQ(send_with_fds(a.fd(), std::vector<uint8_t>(size, 0xcd), {memfd.get()}),
               static_cast<ssize_t>(size));
     Packet p;
     std::string error;
@@ -306,7 +290,7 @@ TEST(ChannelPair, TooManyDescriptorsAreRejectedWithoutLeak) {
   }
   const std::vector<uint8_t> bytes = encode(Message{Eos{}});
   const int baseline = open_fd_count();
-  ASSERT_EQ(send_raw(a.fd(), bytes, raw), static_cast<ssize_t>(bytes.size()))
+  ASSERT_EQ(send_with_fds(a.fd(), bytes, raw), static_cast<ssize_t>(bytes.size()))
       << std::strerror(errno);
   {
     Packet p;

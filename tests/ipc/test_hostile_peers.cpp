@@ -47,6 +47,7 @@ using cipc_test::eventually;
 using cipc_test::open_fd_count;
 using cipc_test::receive_message;
 using cipc_test::receive_within;
+using cipc_test::send_with_fds;
 using cipc_test::TempDir;
 using Kind = ConsumerEvent::Kind;
 
@@ -122,24 +123,6 @@ uint8_t pattern(uint8_t seed, size_t i) {
   return static_cast<uint8_t>(seed * 13 + i * 7 + (i >> 8));
 }
 
-// Sends bytes with any number of descriptors: a hostile peer is not bound by Channel's limit.
-ssize_t send_with_fds(int socket, const std::vector<uint8_t>& bytes, const std::vector<int>& fds) {
-  iovec iov{const_cast<uint8_t*>(bytes.data()), bytes.size()};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  std::vector<char> control(CMSG_SPACE(sizeof(int) * fds.size()));
-  if (!fds.empty()) {
-    msg.msg_control = control.data();
-    msg.msg_controllen = control.size();
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
-  }
-  return ::sendmsg(socket, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
-}
 
 // ---- producer side ------------------------------------------------------------------------------
 

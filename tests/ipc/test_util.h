@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "channel.h"
+#include "posix_util.h"
 #include "protocol.h"
 
 // Readable names in gtest failure messages instead of raw bytes.
@@ -88,16 +89,6 @@ class TempDir {
   std::string path_;
 };
 
-// Number of open descriptors of this process.
-inline int open_fd_count() {
-  int n = 0;
-  DIR* d = ::opendir("/proc/self/fd");
-  if (d == nullptr) return -1;
-  while (dirent* e = ::readdir(d))
-    if (e->d_name[0] != '.') ++n;
-  ::closedir(d);
-  return n;  // includes the descriptor opendir() used, consistently on every call
-}
 
 inline bool path_exists(const std::string& path) {
   struct stat st {};
