@@ -123,7 +123,6 @@ uint8_t pattern(uint8_t seed, size_t i) {
   return static_cast<uint8_t>(seed * 13 + i * 7 + (i >> 8));
 }
 
-
 // ---- producer side ------------------------------------------------------------------------------
 
 class HostilePeers : public ::testing::Test {
