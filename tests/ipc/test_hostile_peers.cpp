@@ -177,18 +177,8 @@ class HostilePeers : public ::testing::Test {
                                    const std::function<void(Channel&)>&);
 
   Channel raw_client(bool say_hello) {
-    auto c = Channel::connect(path_);
-    EXPECT_TRUE(c.is_ok()) << c.error().message;
-    if (!c.is_ok()) return Channel();
-    if (say_hello) {
-      ++attaches_;
-      EXPECT_EQ(c->send(Message{Hello{}}), IoResult::kOk);
-      Message m;
-      if (receive_message(*c, &m)) {
-        EXPECT_EQ(m.type(), MessageType::kWelcome);
-      }
-    }
-    return std::move(c.value());
+    if (say_hello) ++attaches_;
+    return cipc_test::raw_client(path_, say_hello);
   }
 
   // The producer's answer to a hostile client: an ERROR (perhaps after other messages), then the

@@ -310,19 +310,7 @@ class ProducerConsumer : public ::testing::Test {
   }
 
   // A raw client that performs the handshake by hand and reads the WELCOME.
-  Channel raw_client(bool say_hello) {
-    auto c = Channel::connect(path_);
-    EXPECT_TRUE(c.is_ok()) << c.error().message;
-    if (!c.is_ok()) return Channel();
-    if (say_hello) {
-      EXPECT_EQ(c->send(Message{Hello{}}), IoResult::kOk);
-      Message m;
-      if (receive_message(*c, &m)) {
-        EXPECT_EQ(m.type(), MessageType::kWelcome);
-      }
-    }
-    return std::move(c.value());
-  }
+  Channel raw_client(bool say_hello) { return cipc_test::raw_client(path_, say_hello); }
 
   // Reads what the producer sends until its ERROR (skipping WELCOME, CAPS, ...), then expects the
   // connection to end.

@@ -138,4 +138,20 @@ inline bool receive_message(cipc::Channel& channel, cipc::Message* out, int time
   return true;
 }
 
+// A raw client of the producer at `path`; with `say_hello` it performs the handshake by hand and
+// expects the WELCOME. An empty Channel (and a test failure) when it cannot connect.
+inline cipc::Channel raw_client(const std::string& path, bool say_hello) {
+  auto c = cipc::Channel::connect(path);
+  EXPECT_TRUE(c.is_ok()) << c.error().message;
+  if (!c.is_ok()) return cipc::Channel();
+  if (say_hello) {
+    EXPECT_EQ(c->send(cipc::Message{cipc::Hello{}}), cipc::IoResult::kOk);
+    cipc::Message m;
+    if (receive_message(*c, &m)) {
+      EXPECT_EQ(m.type(), cipc::MessageType::kWelcome);
+    }
+  }
+  return std::move(c.value());
+}
+
 }  // namespace cipc_test
