@@ -116,8 +116,7 @@ std::string explain_init_error(cudaError_t err, const char* call) {
   };
   int driver_version = 0;
   switch (err) {
-    case cudaErrorNoDevice:
-      return say("no CUDA device is present");
+    case cudaErrorNoDevice: return say("no CUDA device is present");
     case cudaErrorStubLibrary:
       return say("no CUDA driver is installed", "only the toolkit's stub libcuda.so was found");
     case cudaErrorInsufficientDriver:

@@ -50,7 +50,7 @@ inline bool failed(CUresult err) {
 // The Status for the result of a call: success, or make_error.
 template <typename E>
 Status check(E err, const char* call_text, const char* file, int line) {
-  if (!failed(err)) return Status::success();
+  if (!failed(err)) return Status::ok();
   return make_error(call_text, err, file, line);
 }
 
@@ -70,8 +70,8 @@ Status check(E err, const char* call_text, const char* file, int line) {
 #define CIPC_CUDA_CHECK(expr) ::cipc_cuda::detail::check((expr), #expr, __FILE__, __LINE__)
 
 // Propagates a failed cipc_cuda::Status from an expression.
-#define CIPC_RETURN_IF_ERROR(expr)                 \
-  do {                                             \
-    ::cipc_cuda::Status cipc_cuda_st_ = (expr);    \
-    if (!cipc_cuda_st_.ok()) return cipc_cuda_st_; \
+#define CIPC_RETURN_IF_ERROR(expr)                    \
+  do {                                                \
+    ::cipc_cuda::Status cipc_cuda_st_ = (expr);       \
+    if (!cipc_cuda_st_.is_ok()) return cipc_cuda_st_; \
   } while (0)

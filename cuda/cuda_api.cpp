@@ -68,7 +68,7 @@ CUmemAllocationProp allocation_prop(CUdevice dev) {
 Status driver_device(int ordinal, const DriverApi** d, CUdevice* dev) {
   CIPC_RETURN_IF_ERROR(detail::driver_api(d));
   CIPC_CUDA_TRY((*d)->cuDeviceGet(dev, ordinal));
-  return Status::success();
+  return Status::ok();
 }
 
 Status granularity_of(const DriverApi* d, CUdevice dev, size_t* out) {
@@ -77,7 +77,7 @@ Status granularity_of(const DriverApi* d, CUdevice dev, size_t* out) {
   CIPC_CUDA_TRY(d->cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
   if (g == 0) return invalid("cuMemGetAllocationGranularity returned 0");
   *out = g;
-  return Status::success();
+  return Status::ok();
 }
 
 // `size` rounded up to a multiple of `granularity`; false on overflow.
@@ -151,7 +151,7 @@ Status query_device(int ordinal, DeviceInfo* out) {
   info.ipc_events_supported = ipc_events != 0;
   info.granularity = granularity;
   *out = std::move(info);
-  return Status::success();
+  return Status::ok();
 }
 
 int find_device(const Uuid& uuid) {
@@ -169,7 +169,7 @@ int find_device(const Uuid& uuid) {
 
 Status set_device(int ordinal) {
   CIPC_CUDA_TRY(cudaSetDevice(ordinal));
-  return Status::success();
+  return Status::ok();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -206,13 +206,13 @@ Status Stream::create(int device, Stream* out) {
   made.stream_ = s;
   made.device_ = device;
   *out = std::move(made);
-  return Status::success();
+  return Status::ok();
 }
 
 Status Stream::synchronize() const {
   if (!stream_) return invalid("Stream::synchronize: empty Stream");
   CIPC_CUDA_TRY(cudaStreamSynchronize(to_stream(stream_)));
-  return Status::success();
+  return Status::ok();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -258,7 +258,7 @@ Status Event::create_with_flags(int device, unsigned flags, Event* out) {
   made.event_ = e;
   made.device_ = device;
   *out = std::move(made);
-  return Status::success();
+  return Status::ok();
 }
 
 Status Event::open(int device, const IpcEventHandle& handle, Event* out) {
@@ -273,7 +273,7 @@ Status Event::open(int device, const IpcEventHandle& handle, Event* out) {
   made.event_ = e;
   made.device_ = device;
   *out = std::move(made);
-  return Status::success();
+  return Status::ok();
 }
 
 Status Event::ipc_handle(IpcEventHandle* out) const {
@@ -284,7 +284,7 @@ Status Event::ipc_handle(IpcEventHandle* out) const {
   cudaIpcEventHandle_t h;
   CIPC_CUDA_TRY(cudaIpcGetEventHandle(&h, to_event(event_)));
   std::memcpy(out->data(), h.reserved, out->size());
-  return Status::success();
+  return Status::ok();
 }
 
 Status Event::record(StreamHandle stream) const {
@@ -292,7 +292,7 @@ Status Event::record(StreamHandle stream) const {
   DeviceScope scope;
   CIPC_ENTER_DEVICE(scope, device_);
   CIPC_CUDA_TRY(cudaEventRecord(to_event(event_), to_stream(stream)));
-  return Status::success();
+  return Status::ok();
 }
 
 Status Event::wait(StreamHandle stream) const {
@@ -300,7 +300,7 @@ Status Event::wait(StreamHandle stream) const {
   DeviceScope scope;
   CIPC_ENTER_DEVICE(scope, device_);
   CIPC_CUDA_TRY(cudaStreamWaitEvent(to_stream(stream), to_event(event_), 0));
-  return Status::success();
+  return Status::ok();
 }
 
 Status Event::synchronize() const {
@@ -308,7 +308,7 @@ Status Event::synchronize() const {
   DeviceScope scope;
   CIPC_ENTER_DEVICE(scope, device_);
   CIPC_CUDA_TRY(cudaEventSynchronize(to_event(event_)));
-  return Status::success();
+  return Status::ok();
 }
 
 Status Event::query(bool* done) const {
@@ -319,11 +319,11 @@ Status Event::query(bool* done) const {
   const cudaError_t err = cudaEventQuery(to_event(event_));
   if (err == cudaErrorNotReady) {
     *done = false;
-    return Status::success();
+    return Status::ok();
   }
   if (err != cudaSuccess) return detail::make_error("cudaEventQuery", err, __FILE__, __LINE__);
   *done = true;
-  return Status::success();
+  return Status::ok();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -357,7 +357,7 @@ struct VmmBuild {
     access.location.id = dev;
     access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     CIPC_CUDA_TRY(d->cuMemSetAccess(ptr, size, &access, 1));
-    return Status::success();
+    return Status::ok();
   }
   void release() {
     have_handle = false;
@@ -438,7 +438,7 @@ Status DeviceAllocation::create(int device, size_t size, DeviceAllocation* out) 
   made.device_ = device;
   b.release();
   *out = std::move(made);
-  return Status::success();
+  return Status::ok();
 }
 
 Status DeviceAllocation::import(int device, int fd, size_t size, DeviceAllocation* out) {
@@ -478,7 +478,7 @@ Status DeviceAllocation::import(int device, int fd, size_t size, DeviceAllocatio
   made.device_ = device;
   b.release();
   *out = std::move(made);
-  return Status::success();
+  return Status::ok();
 }
 
 Status DeviceAllocation::export_fd(int* fd) const {
@@ -500,7 +500,7 @@ Status DeviceAllocation::export_fd(int* fd) const {
   const int flags = fcntl(exported, F_GETFD);
   if (flags >= 0) (void)fcntl(exported, F_SETFD, flags | FD_CLOEXEC);
   *fd = exported;
-  return Status::success();
+  return Status::ok();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -530,7 +530,7 @@ Status HostRegistration::create(void* ptr, size_t size, HostRegistration* out) {
   HostRegistration made;
   made.ptr_ = ptr;
   *out = std::move(made);
-  return Status::success();
+  return Status::ok();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -561,7 +561,7 @@ Status PinnedHostBuffer::create(size_t size, PinnedHostBuffer* out) {
   made.ptr_ = p;
   made.size_ = size;
   *out = std::move(made);
-  return Status::success();
+  return Status::ok();
 }
 
 Status mapped_device_pointer(void* host, DevicePtr* out) {
@@ -569,7 +569,7 @@ Status mapped_device_pointer(void* host, DevicePtr* out) {
   void* dev = nullptr;
   CIPC_CUDA_TRY(cudaHostGetDevicePointer(&dev, host, 0));
   *out = reinterpret_cast<uintptr_t>(dev);
-  return Status::success();
+  return Status::ok();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -609,7 +609,7 @@ Status DeviceBuffer::create(int device, size_t size, DeviceBuffer* out) {
   made.size_ = size;
   made.device_ = device;
   *out = std::move(made);
-  return Status::success();
+  return Status::ok();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -617,12 +617,12 @@ Status DeviceBuffer::create(int device, size_t size, DeviceBuffer* out) {
 
 Status synchronize_stream(StreamHandle stream) {
   CIPC_CUDA_TRY(cudaStreamSynchronize(to_stream(stream)));
-  return Status::success();
+  return Status::ok();
 }
 
 Status copy_2d_async(void* dst, size_t dst_pitch, const void* src, size_t src_pitch,
                      size_t row_bytes, size_t rows, StreamHandle stream) {
-  if (rows == 0 || row_bytes == 0) return Status::success();
+  if (rows == 0 || row_bytes == 0) return Status::ok();
   if (!dst || !src) return invalid("copy_2d_async: null pointer");
   // A single row has no pitch; CUDA still insists that pitch >= width.
   if (rows == 1) {
@@ -636,7 +636,7 @@ Status copy_2d_async(void* dst, size_t dst_pitch, const void* src, size_t src_pi
   }
   CIPC_CUDA_TRY(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes, rows,
                                   cudaMemcpyDefault, to_stream(stream)));
-  return Status::success();
+  return Status::ok();
 }
 
 }  // namespace cipc_cuda

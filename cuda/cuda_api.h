@@ -16,17 +16,19 @@
 
 namespace cipc_cuda {
 
+// The same shape as cipc::Status (ipc/status.h), which this layer cannot include: ok() builds a
+// success, is_ok() tests one.
 class Status {
  public:
   Status() = default;
-  static Status success() { return Status(); }
+  static Status ok() { return Status(); }
   static Status failure(std::string message) {
     Status s;
     s.ok_ = false;
     s.message_ = std::move(message);
     return s;
   }
-  bool ok() const { return ok_; }
+  bool is_ok() const { return ok_; }
   explicit operator bool() const { return ok_; }
   const std::string& message() const { return message_; }
 

@@ -28,13 +28,23 @@ constexpr int kStatsSlots = 3;
 constexpr int kStatsCopies = 16;  // partial sums per slot, to spread the atomics
 static_assert(kStatsCopies <= 32, "warp 0 reads the copies, one per lane");
 
-// cfa_color() of debayer.h packed per phase: 2 bits per position (r & 1) * 2 + (c & 1).
-// RGGB = R G / G B = 0,1,1,2; BGGR = 2,1,1,0; GRBG = 1,0,2,1; GBRG = 1,2,0,1.
+using cipc_bayer::kCfaBlue;
+using cipc_bayer::kCfaGreen;
+using cipc_bayer::kCfaRed;
+
+// cfa_color() of cfa.h packed per CfaOrder (its values index this): 2 bits per position
+// (r & 1) * 2 + (c & 1). RGGB = R G / G B = 0,1,1,2; BGGR = 2,1,1,0; GRBG = 1,0,2,1;
+// GBRG = 1,2,0,1.
 constexpr unsigned pack_tile(unsigned tl, unsigned tr, unsigned bl, unsigned br) {
   return tl | (tr << 2) | (bl << 4) | (br << 6);
 }
-constexpr unsigned kPackedTiles[4] = {pack_tile(0, 1, 1, 2), pack_tile(2, 1, 1, 0),
-                                      pack_tile(1, 0, 2, 1), pack_tile(1, 2, 0, 1)};
+constexpr unsigned kPackedTiles[cipc_bayer::kCfaOrderCount] = {
+    pack_tile(0, 1, 1, 2), pack_tile(2, 1, 1, 0), pack_tile(1, 0, 2, 1), pack_tile(1, 2, 0, 1)};
+static_assert(static_cast<int>(cipc_bayer::CfaOrder::kRGGB) == 0 &&
+                  static_cast<int>(cipc_bayer::CfaOrder::kBGGR) == 1 &&
+                  static_cast<int>(cipc_bayer::CfaOrder::kGRBG) == 2 &&
+                  static_cast<int>(cipc_bayer::CfaOrder::kGBRG) == 3,
+              "kPackedTiles and kKernels are indexed by CfaOrder");
 
 __host__ __device__ constexpr int color_at(unsigned packed, int r, int c) {
   return static_cast<int>((packed >> (2 * (((r & 1) << 1) | (c & 1)))) & 3u);
@@ -357,7 +367,7 @@ Status GpuDebayer::create(int device, GpuDebayer* out) {
   *static_cast<WbGains*>(made.gains_out_.data()) = WbGains{};
   CIPC_RETURN_IF_ERROR(mapped_device_pointer(made.gains_out_.data(), &made.gains_out_device_));
   *out = std::move(made);
-  return Status::success();
+  return Status::ok();
 }
 
 Status GpuDebayer::configure(const DebayerParams& params, WhiteBalance wb, StreamHandle stream) {
@@ -366,7 +376,7 @@ Status GpuDebayer::configure(const DebayerParams& params, WhiteBalance wb, Strea
                              (params.transfer == Transfer::kPower && params.gamma != table_gamma_);
   params_ = params;
   wb_ = wb;
-  if (!table_changed) return Status::success();
+  if (!table_changed) return Status::ok();
   // The staging buffer may still be read by the previous upload: wait for it (rare: only when
   // the curve changes, never per frame).
   if (table_uploaded_) CIPC_RETURN_IF_ERROR(synchronize_stream(stream));
@@ -378,7 +388,7 @@ Status GpuDebayer::configure(const DebayerParams& params, WhiteBalance wb, Strea
   table_uploaded_ = true;
   table_transfer_ = params.transfer;
   table_gamma_ = params.gamma;
-  return Status::success();
+  return Status::ok();
 }
 
 Status GpuDebayer::run(DevicePtr in, size_t in_pitch, DevicePtr out, size_t out_pitch, int width,
@@ -399,7 +409,7 @@ Status GpuDebayer::run(DevicePtr in, size_t in_pitch, DevicePtr out, size_t out_
   a.out_pitch = out_pitch;
   a.width = width;
   a.height = height;
-  a.msb = params_.alignment == BitAlignment::kMsb;
+  a.msb = params_.alignment == cipc_bayer::BitAlignment::kMsb;
   a.rgba = params_.order == PixelOrder::kRgba;
   a.pairs_aligned8 = out % 8 == 0 && out_pitch % 8 == 0;
   a.in_aligned4 = in % 4 == 0 && in_pitch % 4 == 0;
@@ -430,7 +440,7 @@ Status GpuDebayer::run(DevicePtr in, size_t in_pitch, DevicePtr out, size_t out_
                                       dim3(kQuadsX, kQuadsY), static_cast<cudaStream_t>(stream),
                                       __FILE__, __LINE__, a));
   ++frames_;
-  return Status::success();
+  return Status::ok();
 }
 
 WbGains GpuDebayer::last_gains() const {

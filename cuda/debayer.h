@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-// Bayer RAW10 -> BGRA8 demosaic ("debayer", DESIGN.md section 8): the parameters and the CPU
-// reference, which is the oracle the GPU kernel is tested against. Plain C++, no CUDA.
+// Bayer RAW10 -> BGRA8 demosaic ("debayer"; docs/architecture.md, "The camera chain"): the
+// parameters and the CPU reference, which is the oracle the GPU kernel is tested against. Plain
+// C++, no CUDA. The CFA order and bit alignment are bayer/cfa.h's (cipc_bayer::CfaOrder,
+// BitAlignment).
 //
 // The math, per output pixel (r, c), 0 <= r < height, 0 <= c < width:
 //
@@ -10,8 +12,9 @@
 //    bits, zero or replicated MSBs, are ignored). With b = black_level (clamped to <= 1022):
 //        s(r, c) = max(v - b, 0) / (1023 - b)          (float)
 // 2. White balance on the mosaic, before demosaic: s(r, c) *= wb_red, wb_green or wb_blue,
-//    according to the CFA colour of (r, c) (`phase` gives the colours of the 2x2 tile:
-//    top-left, top-right / bottom-left, bottom-right; the tile repeats from (0, 0)).
+//    according to the CFA colour of (r, c), cfa_color(phase, r, c) of cfa.h (`phase`, a
+//    CfaOrder, gives the colours of the 2x2 tile: top-left, top-right / bottom-left,
+//    bottom-right; the tile repeats from (0, 0)).
 // 3. Demosaic of that white-balanced mosaic m. Samples outside the image are read with mirror
 //    indexing that does not repeat the edge (reflect-101: -1 -> 1, -2 -> 2, n -> n-2,
 //    n+1 -> n-3, repeated as needed, so n = 2 works too); this keeps the CFA phase. For a
@@ -53,21 +56,20 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cfa.h"
+
 namespace cipc_cuda {
 
-// Colour of the 2x2 tile's top-left, top-right / bottom-left, bottom-right.
-enum class BayerPhase { kRGGB, kBGGR, kGRBG, kGBRG };
-// Where the 10 bits lie in the 16-bit word: bits 9..0 (V4L2 RG10) or 15..6 (Jetson VI).
-enum class BitAlignment { kLsb, kMsb };
 // Bilinear (3x3) or Malvar-He-Cutler (5x5).
 enum class Demosaic { kBilinear, kMhc };
 enum class Transfer { kSrgb, kLinear, kPower };
 // Byte order of the output pixels (the 4th byte is 255 in both).
 enum class PixelOrder { kBgra, kRgba };
 
+// The CFA order (`phase`) and the bit alignment are bayer/cfa.h's.
 struct DebayerParams {
-  BayerPhase phase = BayerPhase::kRGGB;
-  BitAlignment alignment = BitAlignment::kLsb;
+  cipc_bayer::CfaOrder phase = cipc_bayer::CfaOrder::kRGGB;
+  cipc_bayer::BitAlignment alignment = cipc_bayer::BitAlignment::kLsb;
   Demosaic method = Demosaic::kMhc;
   uint16_t black_level = 0;  // 10-bit units, < 1023 (larger values are treated as 1022)
   float wb_red = 1.0f;       // white-balance gains, applied to the mosaic
@@ -78,20 +80,6 @@ struct DebayerParams {
   float gamma = 2.2f;  // used by Transfer::kPower: out = x^(1/gamma)
   PixelOrder order = PixelOrder::kBgra;
 };
-
-// Colour channel of a CFA sample: 0 red, 1 green, 2 blue.
-enum CfaColor { kCfaRed = 0, kCfaGreen = 1, kCfaBlue = 2 };
-
-// Colour of the CFA sample at row r, column c for a phase (the 2x2 tile repeats from (0, 0)).
-inline CfaColor cfa_color(BayerPhase phase, int r, int c) {
-  static constexpr CfaColor kTiles[4][2][2] = {
-      {{kCfaRed, kCfaGreen}, {kCfaGreen, kCfaBlue}},  // RGGB
-      {{kCfaBlue, kCfaGreen}, {kCfaGreen, kCfaRed}},  // BGGR
-      {{kCfaGreen, kCfaRed}, {kCfaBlue, kCfaGreen}},  // GRBG
-      {{kCfaGreen, kCfaBlue}, {kCfaRed, kCfaGreen}},  // GBRG
-  };
-  return kTiles[static_cast<int>(phase)][r & 1][c & 1];
-}
 
 // Host and device code share this header's inline functions (the GPU computes the gray-world
 // gains itself, from statistics it gathered, with exactly the CPU's arithmetic).
@@ -120,6 +108,9 @@ CIPC_HOST_DEVICE inline WbGains gray_world_gains(const unsigned long long sum[3]
                                                  WbGains fallback) {
   for (int k = 0; k < 3; ++k)
     if (sum[k] == 0 || count[k] == 0) return fallback;
+  using cipc_bayer::kCfaBlue;
+  using cipc_bayer::kCfaGreen;
+  using cipc_bayer::kCfaRed;
   const double mean_r = static_cast<double>(sum[kCfaRed]) / static_cast<double>(count[kCfaRed]);
   const double mean_g = static_cast<double>(sum[kCfaGreen]) / static_cast<double>(count[kCfaGreen]);
   const double mean_b = static_cast<double>(sum[kCfaBlue]) / static_cast<double>(count[kCfaBlue]);
@@ -142,7 +133,7 @@ struct BayerSums {
 };
 
 // Sample counts per colour of a width x height mosaic of `phase`.
-BayerSums cfa_sample_counts(BayerPhase phase, int width, int height);
+BayerSums cfa_sample_counts(cipc_bayer::CfaOrder phase, int width, int height);
 
 // CPU reference of the statistics (uses phase, alignment and black_level of `p`).
 BayerSums bayer_sums_cpu(const uint8_t* in, size_t in_pitch, int width, int height,

@@ -14,8 +14,11 @@ namespace cipc_cuda {
 
 namespace {
 
-using Color = CfaColor;
-constexpr Color kRed = kCfaRed, kGreen = kCfaGreen, kBlue = kCfaBlue;
+using cipc_bayer::BitAlignment;
+using cipc_bayer::cfa_color;
+using Color = cipc_bayer::CfaColor;
+constexpr Color kRed = cipc_bayer::kCfaRed, kGreen = cipc_bayer::kCfaGreen,
+                kBlue = cipc_bayer::kCfaBlue;
 
 // Reflect-101 index into [0, n): -1 -> 1, n -> n - 2, periodic with period 2(n - 1), which
 // is even, so the parity (the CFA phase) is kept. n == 1: clamp to 0.
@@ -47,12 +50,8 @@ std::array<uint8_t, kTransferTableSize> make_transfer_table(Transfer t, float ga
     const double x = static_cast<double>(i) / (kTransferTableSize - 1);
     double y = x;
     switch (t) {
-      case Transfer::kLinear:
-        y = x;
-        break;
-      case Transfer::kPower:
-        y = std::pow(x, 1.0 / g);
-        break;
+      case Transfer::kLinear: y = x; break;
+      case Transfer::kPower: y = std::pow(x, 1.0 / g); break;
       case Transfer::kSrgb:
         y = x <= 0.0031308 ? 12.92 * x : 1.055 * std::pow(x, 1.0 / 2.4) - 0.055;
         break;
@@ -63,7 +62,7 @@ std::array<uint8_t, kTransferTableSize> make_transfer_table(Transfer t, float ga
   return table;
 }
 
-BayerSums cfa_sample_counts(BayerPhase phase, int width, int height) {
+BayerSums cfa_sample_counts(cipc_bayer::CfaOrder phase, int width, int height) {
   BayerSums sums;
   if (width < 1 || height < 1) return sums;
   for (int row_parity = 0; row_parity < 2; ++row_parity) {

@@ -77,7 +77,7 @@ void load(Loaded* l) {
   CIPC_LOOKUP(cuMemSetAccess)
 #undef CIPC_LOOKUP
   l->api = api;
-  l->status = Status::success();
+  l->status = Status::ok();
   l->ok.store(true, std::memory_order_release);
 }
 

@@ -32,7 +32,7 @@ Status launch(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block
     (void)cudaGetLastError();
     return make_error(name, err, file, line);
   }
-  return Status::success();
+  return Status::ok();
 }
 
 }  // namespace detail

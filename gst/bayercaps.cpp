@@ -3,38 +3,29 @@
 
 #include <gst/video/video.h>
 
-#include <cstring>
+#include "formats.h"
 
 namespace cipc_gst {
 
 namespace {
 
-struct FormatPhase {
-  const char* name;
-  cipc_cuda::BayerPhase phase;
-};
-constexpr FormatPhase kBayerFormats[] = {
-    {"rggb10le", cipc_cuda::BayerPhase::kRGGB},
-    {"bggr10le", cipc_cuda::BayerPhase::kBGGR},
-    {"grbg10le", cipc_cuda::BayerPhase::kGRBG},
-    {"gbrg10le", cipc_cuda::BayerPhase::kGBRG},
-};
+const cipc_bayer::BayerFormat* bayer10(const char* name) {
+  const cipc_bayer::BayerFormat* f = name ? cipc_bayer::bayer_format_from_caps_name(name) : nullptr;
+  return f && f->bits == 10 ? f : nullptr;
+}
 
 }  // namespace
 
-bool bayer10_phase(const char* format, cipc_cuda::BayerPhase* phase) {
-  if (!format) return false;
-  for (const FormatPhase& f : kBayerFormats) {
-    if (std::strcmp(format, f.name) == 0) {
-      *phase = f.phase;
-      return true;
-    }
-  }
-  return false;
+bool bayer10_phase(const char* format, cipc_bayer::CfaOrder* phase) {
+  const cipc_bayer::BayerFormat* f = bayer10(format);
+  if (!f) return false;
+  *phase = f->order;
+  return true;
 }
 
 gsize bayer10_default_stride(gint width) {
-  return static_cast<gsize>(GST_ROUND_UP_4(width)) * 2;
+  return width < 1 ? 0
+                   : cipc_bayer::implicit_stride(*bayer10("rggb10le"), static_cast<guint>(width));
 }
 
 GstCaps* caps_with_size_and_rate(GstCaps* caps, const char* media_type, const char* formats,

@@ -1,18 +1,21 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 // video/x-bayer caps of 10-bit samples in 16-bit little-endian words (GStreamer 1.24+ names:
-// rggb10le, bggr10le, grbg10le, gbrg10le), shared by bgratorg10 and rg10tobgra.
+// rggb10le, bggr10le, grbg10le, gbrg10le), shared by bgratorg10 and rg10tobgra. The formats
+// themselves are bayer/formats.h's; no CUDA here.
 #pragma once
 
 #include <gst/gst.h>
 
-#include "debayer.h"
+#include "cfa.h"
 
+// The 10-bit formats of bayer/formats.h as a caps list, for static pad templates (the tests
+// check that it names exactly those).
 #define CIPC_BAYER10_FORMATS "{ rggb10le, bggr10le, grbg10le, gbrg10le }"
 
 namespace cipc_gst {
 
-// The CFA phase of a format name; false for anything else.
-bool bayer10_phase(const char* format, cipc_cuda::BayerPhase* phase);
+// The CFA order of a 10-bit format name; false for anything else.
+bool bayer10_phase(const char* format, cipc_bayer::CfaOrder* phase);
 
 // Bytes per row when no GstVideoMeta says otherwise: GST_ROUND_UP_4(width) * 2.
 gsize bayer10_default_stride(gint width);

@@ -5,6 +5,11 @@
 
 namespace {
 
+template <typename E>
+constexpr gint value_of(E e) {
+  return static_cast<gint>(e);
+}
+
 GType register_enum(const char* name, const GEnumValue* values) {
   GType type = g_enum_register_static(name, values);
   gst_type_mark_as_plugin_api(type, static_cast<GstPluginAPIFlags>(0));
@@ -16,8 +21,10 @@ GType register_enum(const char* name, const GEnumValue* values) {
 GType gst_cipc_sink_memory_get_type(void) {
   static GType type = [] {
     static const GEnumValue values[] = {
-        {GST_CIPC_MEMORY_HOST, "Shared host memory (memfd); works without a GPU", "host"},
-        {GST_CIPC_MEMORY_CUDA, "CUDA device memory (VMM, exported as file descriptors)", "cuda"},
+        {value_of(cipc::MemoryKind::kHost), "Shared host memory (memfd); works without a GPU",
+         "host"},
+        {value_of(cipc::MemoryKind::kCuda),
+         "CUDA device memory (VMM, exported as file descriptors)", "cuda"},
         {0, nullptr, nullptr}};
     return register_enum("GstCipcSinkMemory", values);
   }();
@@ -27,9 +34,9 @@ GType gst_cipc_sink_memory_get_type(void) {
 GType gst_cipc_src_memory_get_type(void) {
   static GType type = [] {
     static const GEnumValue values[] = {
-        {GST_CIPC_MEMORY_AUTO, "Whatever the producer shares", "auto"},
-        {GST_CIPC_MEMORY_HOST, "Shared host memory only", "host"},
-        {GST_CIPC_MEMORY_CUDA, "CUDA device memory only", "cuda"},
+        {value_of(cipc::MemoryKind::kAny), "Whatever the producer shares", "auto"},
+        {value_of(cipc::MemoryKind::kHost), "Shared host memory only", "host"},
+        {value_of(cipc::MemoryKind::kCuda), "CUDA device memory only", "cuda"},
         {0, nullptr, nullptr}};
     return register_enum("GstCipcSrcMemory", values);
   }();
@@ -54,9 +61,9 @@ GType gst_cipc_copy_policy_get_type(void) {
 GType gst_cipc_sync_mode_get_type(void) {
   static GType type = [] {
     static const GEnumValue values[] = {
-        {GST_CIPC_SYNC_GPU_EVENTS, "Interprocess CUDA events waited on by the GPU: no CPU stalls",
-         "gpu-events"},
-        {GST_CIPC_SYNC_CPU,
+        {value_of(cipc::SyncMode::kGpuEvents),
+         "Interprocess CUDA events waited on by the GPU: no CPU stalls", "gpu-events"},
+        {value_of(cipc::SyncMode::kCpu),
          "Synchronise streams on the CPU (for platforms without interprocess events)", "cpu"},
         {0, nullptr, nullptr}};
     return register_enum("GstCipcSyncMode", values);
@@ -93,6 +100,11 @@ GType gst_cipc_bit_alignment_get_type(void) {
     return register_enum("GstCipcBitAlignment", values);
   }();
   return type;
+}
+
+cipc_bayer::BitAlignment gst_cipc_bit_alignment_to_bayer(GstCipcBitAlignment alignment) {
+  return alignment == GST_CIPC_BIT_ALIGNMENT_MSB ? cipc_bayer::BitAlignment::kMsb
+                                                 : cipc_bayer::BitAlignment::kLsb;
 }
 
 GType gst_cipc_demosaic_get_type(void) {

@@ -69,8 +69,8 @@ bool validate_planes(const cipc::Frame& frame, const GstVideoInfo& info, GstVide
     }
     const uint64_t end = offset + uint64_t(stride) * rows;
     if (end > frame.size) {
-      *why = "plane " + std::to_string(p) + " ends at byte " + std::to_string(end) +
-             ", past the " + std::to_string(frame.size) + "-byte frame";
+      *why = "plane " + std::to_string(p) + " ends at byte " + std::to_string(end) + ", past the " +
+             std::to_string(frame.size) + "-byte frame";
       return false;
     }
     layout->offset[p] = offset;
@@ -118,8 +118,7 @@ uint64_t running_time_to_monotonic(GstClockTime running_time, GstClockTime base_
 
 GstClockTime monotonic_to_running_time(uint64_t monotonic, GstClockTime base_time, gint64 offset) {
   if (monotonic == cipc::kNoTimestamp) return GST_CLOCK_TIME_NONE;
-  const gint64 running =
-      static_cast<gint64>(monotonic) - offset - static_cast<gint64>(base_time);
+  const gint64 running = static_cast<gint64>(monotonic) - offset - static_cast<gint64>(base_time);
   return running < 0 ? 0 : static_cast<GstClockTime>(running);
 }
 

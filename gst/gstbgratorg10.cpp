@@ -12,7 +12,7 @@
  * (the camera's response: a debayer applying the same gains restores the scene), clamped to
  * full scale and scaled into [black-level, 1023]. The 10 bits are written in bits 9..0 (V4L2
  * RG10) or bits 15..6 (as the Jetson capture hardware writes them). Output rows are
- * GST_ROUND_UP_4 (width) * 2 bytes apart. The math is documented in cuda/mosaic.h.
+ * GST_ROUND_UP_4 (width) * 2 bytes apart. The math is documented in bayer/mosaic.h.
  *
  * ## Example launch line
  * |[
@@ -35,8 +35,8 @@
 #include "enums.h"
 #include "mosaic.h"
 
-GST_DEBUG_CATEGORY_STATIC(gst_cipc_bgra_to_rg10_debug);
-#define GST_CAT_DEFAULT gst_cipc_bgra_to_rg10_debug
+GST_DEBUG_CATEGORY_STATIC(gst_bgra_to_rg10_debug);
+#define GST_CAT_DEFAULT gst_bgra_to_rg10_debug
 
 enum {
   PROP_0,
@@ -70,39 +70,35 @@ struct Settings {
 // Negotiated formats; set in set_caps, read by the streaming thread.
 struct State {
   GstVideoInfo in_info;
-  cipc_cuda::MosaicInput input = cipc_cuda::MosaicInput::kBgra;
-  cipc_cuda::BayerPhase phase = cipc_cuda::BayerPhase::kRGGB;
+  cipc_bayer::MosaicInput input = cipc_bayer::MosaicInput::kBgra;
+  cipc_bayer::CfaOrder phase = cipc_bayer::CfaOrder::kRGGB;
   gsize out_stride = 0;
   bool configured = false;
 };
 
-bool input_of(GstVideoFormat f, cipc_cuda::MosaicInput* out) {
+bool input_of(GstVideoFormat f, cipc_bayer::MosaicInput* out) {
   switch (f) {
     case GST_VIDEO_FORMAT_BGRA:
-    case GST_VIDEO_FORMAT_BGRx:
-      *out = cipc_cuda::MosaicInput::kBgra;
-      return true;
+    case GST_VIDEO_FORMAT_BGRx: *out = cipc_bayer::MosaicInput::kBgra; return true;
     case GST_VIDEO_FORMAT_RGBA:
-    case GST_VIDEO_FORMAT_RGBx:
-      *out = cipc_cuda::MosaicInput::kRgba;
-      return true;
-    case GST_VIDEO_FORMAT_RGB:
-      *out = cipc_cuda::MosaicInput::kRgb;
-      return true;
-    case GST_VIDEO_FORMAT_BGR:
-      *out = cipc_cuda::MosaicInput::kBgr;
-      return true;
-    default:
-      return false;
+    case GST_VIDEO_FORMAT_RGBx: *out = cipc_bayer::MosaicInput::kRgba; return true;
+    case GST_VIDEO_FORMAT_RGB: *out = cipc_bayer::MosaicInput::kRgb; return true;
+    case GST_VIDEO_FORMAT_BGR: *out = cipc_bayer::MosaicInput::kBgr; return true;
+    default: return false;
   }
 }
 
 }  // namespace
 
-struct _GstCipcBgraToRg10 {
+// Everything the element owns, in one place; members clean up after themselves.
+struct BgraToRg10Private {
+  Settings settings;  // under the object lock
+  State state;        // set_caps and the streaming thread
+};
+
+struct _GstBgraToRg10 {
   GstBaseTransform parent;
-  Settings* settings;  // under the object lock
-  State* state;        // set_caps and the streaming thread
+  BgraToRg10Private* priv;
 };
 
 static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE(
@@ -114,84 +110,59 @@ static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE(
                     ", width = (int) [ 1, max ], height = (int) [ 1, max ], "
                     "framerate = (fraction) [ 0, max ]"));
 
-G_DEFINE_TYPE(GstCipcBgraToRg10, gst_cipc_bgra_to_rg10, GST_TYPE_BASE_TRANSFORM)
-GST_ELEMENT_REGISTER_DEFINE(bgratorg10, "bgratorg10", GST_RANK_NONE, GST_TYPE_CIPC_BGRA_TO_RG10)
+G_DEFINE_TYPE(GstBgraToRg10, gst_bgra_to_rg10, GST_TYPE_BASE_TRANSFORM)
+GST_ELEMENT_REGISTER_DEFINE(bgratorg10, "bgratorg10", GST_RANK_NONE, GST_TYPE_BGRA_TO_RG10)
 
-static Settings snapshot_settings(GstCipcBgraToRg10* self) {
+static Settings snapshot_settings(GstBgraToRg10* self) {
   GST_OBJECT_LOCK(self);
-  Settings s = *self->settings;
+  Settings s = self->priv->settings;
   GST_OBJECT_UNLOCK(self);
   return s;
 }
 
-static void gst_cipc_bgra_to_rg10_set_property(GObject* object, guint prop_id, const GValue* value,
-                                               GParamSpec* pspec) {
-  auto* self = GST_CIPC_BGRA_TO_RG10(object);
+static void gst_bgra_to_rg10_set_property(GObject* object, guint prop_id, const GValue* value,
+                                          GParamSpec* pspec) {
+  auto* self = GST_BGRA_TO_RG10(object);
   GST_OBJECT_LOCK(self);
-  Settings& s = *self->settings;
+  Settings& s = self->priv->settings;
   switch (prop_id) {
     case PROP_BIT_ALIGNMENT:
       s.bit_alignment = static_cast<GstCipcBitAlignment>(g_value_get_enum(value));
       break;
-    case PROP_BLACK_LEVEL:
-      s.black_level = g_value_get_uint(value);
-      break;
-    case PROP_WB_RED:
-      s.wb_red = g_value_get_double(value);
-      break;
-    case PROP_WB_GREEN:
-      s.wb_green = g_value_get_double(value);
-      break;
-    case PROP_WB_BLUE:
-      s.wb_blue = g_value_get_double(value);
-      break;
-    default:
-      G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
-      break;
+    case PROP_BLACK_LEVEL: s.black_level = g_value_get_uint(value); break;
+    case PROP_WB_RED: s.wb_red = g_value_get_double(value); break;
+    case PROP_WB_GREEN: s.wb_green = g_value_get_double(value); break;
+    case PROP_WB_BLUE: s.wb_blue = g_value_get_double(value); break;
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK(self);
 }
 
-static void gst_cipc_bgra_to_rg10_get_property(GObject* object, guint prop_id, GValue* value,
-                                               GParamSpec* pspec) {
-  auto* self = GST_CIPC_BGRA_TO_RG10(object);
+static void gst_bgra_to_rg10_get_property(GObject* object, guint prop_id, GValue* value,
+                                          GParamSpec* pspec) {
+  auto* self = GST_BGRA_TO_RG10(object);
   GST_OBJECT_LOCK(self);
-  const Settings& s = *self->settings;
+  const Settings& s = self->priv->settings;
   switch (prop_id) {
-    case PROP_BIT_ALIGNMENT:
-      g_value_set_enum(value, s.bit_alignment);
-      break;
-    case PROP_BLACK_LEVEL:
-      g_value_set_uint(value, s.black_level);
-      break;
-    case PROP_WB_RED:
-      g_value_set_double(value, s.wb_red);
-      break;
-    case PROP_WB_GREEN:
-      g_value_set_double(value, s.wb_green);
-      break;
-    case PROP_WB_BLUE:
-      g_value_set_double(value, s.wb_blue);
-      break;
-    default:
-      G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
-      break;
+    case PROP_BIT_ALIGNMENT: g_value_set_enum(value, s.bit_alignment); break;
+    case PROP_BLACK_LEVEL: g_value_set_uint(value, s.black_level); break;
+    case PROP_WB_RED: g_value_set_double(value, s.wb_red); break;
+    case PROP_WB_GREEN: g_value_set_double(value, s.wb_green); break;
+    case PROP_WB_BLUE: g_value_set_double(value, s.wb_blue); break;
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK(self);
 }
 
-static void gst_cipc_bgra_to_rg10_finalize(GObject* object) {
-  auto* self = GST_CIPC_BGRA_TO_RG10(object);
-  delete self->settings;
-  delete self->state;
-  G_OBJECT_CLASS(gst_cipc_bgra_to_rg10_parent_class)->finalize(object);
+static void gst_bgra_to_rg10_finalize(GObject* object) {
+  delete GST_BGRA_TO_RG10(object)->priv;
+  G_OBJECT_CLASS(gst_bgra_to_rg10_parent_class)->finalize(object);
 }
 
 // Sink -> src: the same size and rate as video/x-bayer in any of the four phases; src -> sink:
 // the same size and rate in any of the input formats.
-static GstCaps* gst_cipc_bgra_to_rg10_transform_caps(GstBaseTransform* trans,
-                                                     GstPadDirection direction, GstCaps* caps,
-                                                     GstCaps* filter) {
+static GstCaps* gst_bgra_to_rg10_transform_caps(GstBaseTransform* trans, GstPadDirection direction,
+                                                GstCaps* caps, GstCaps* filter) {
   GstCaps* other =
       direction == GST_PAD_SINK
           ? cipc_gst::caps_with_size_and_rate(caps, "video/x-bayer", SRC_FORMATS, nullptr)
@@ -206,10 +177,10 @@ static GstCaps* gst_cipc_bgra_to_rg10_transform_caps(GstBaseTransform* trans,
   return other;
 }
 
-static gboolean gst_cipc_bgra_to_rg10_set_caps(GstBaseTransform* trans, GstCaps* incaps,
-                                               GstCaps* outcaps) {
-  auto* self = GST_CIPC_BGRA_TO_RG10(trans);
-  State& st = *self->state;
+static gboolean gst_bgra_to_rg10_set_caps(GstBaseTransform* trans, GstCaps* incaps,
+                                          GstCaps* outcaps) {
+  auto* self = GST_BGRA_TO_RG10(trans);
+  State& st = self->priv->state;
   st.configured = false;
   if (!gst_video_info_from_caps(&st.in_info, incaps) ||
       !input_of(GST_VIDEO_INFO_FORMAT(&st.in_info), &st.input)) {
@@ -234,10 +205,9 @@ static gboolean gst_cipc_bgra_to_rg10_set_caps(GstBaseTransform* trans, GstCaps*
 }
 
 // Sizes come from the caps alone (RAW10 or raw video), in both directions.
-static gboolean gst_cipc_bgra_to_rg10_transform_size(GstBaseTransform* trans,
-                                                     GstPadDirection direction, GstCaps* caps,
-                                                     gsize size, GstCaps* othercaps,
-                                                     gsize* othersize) {
+static gboolean gst_bgra_to_rg10_transform_size(GstBaseTransform* trans, GstPadDirection direction,
+                                                GstCaps* caps, gsize size, GstCaps* othercaps,
+                                                gsize* othersize) {
   (void)direction;
   (void)caps;
   (void)size;
@@ -246,8 +216,8 @@ static gboolean gst_cipc_bgra_to_rg10_transform_size(GstBaseTransform* trans,
   return FALSE;
 }
 
-static gboolean gst_cipc_bgra_to_rg10_get_unit_size(GstBaseTransform* trans, GstCaps* caps,
-                                                    gsize* size) {
+static gboolean gst_bgra_to_rg10_get_unit_size(GstBaseTransform* trans, GstCaps* caps,
+                                               gsize* size) {
   (void)trans;
   return cipc_gst::frame_size_of(caps, size);
 }
@@ -257,13 +227,13 @@ static gboolean gst_cipc_bgra_to_rg10_get_unit_size(GstBaseTransform* trans, Gst
 // rows, where the CFA pattern starts again.
 static void mosaic_in_bands(const uint8_t* in, size_t in_pitch, int in_format, uint8_t* out,
                             size_t out_pitch, int width, int height,
-                            const cipc_cuda::MosaicParams& p) {
+                            const cipc_bayer::MosaicParams& p) {
   constexpr long kSamplesPerBand = 1 << 20;
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const int bands = static_cast<int>(std::min<long>(
       {static_cast<long>(cores), 8L, static_cast<long>(width) * height / kSamplesPerBand}));
   if (bands <= 1) {
-    cipc_cuda::mosaic_cpu(in, in_pitch, in_format, out, out_pitch, width, height, p);
+    cipc_bayer::mosaic_cpu(in, in_pitch, in_format, out, out_pitch, width, height, p);
     return;
   }
   const int rows_per_band = ((height + bands - 1) / bands + 1) & ~1;
@@ -271,19 +241,19 @@ static void mosaic_in_bands(const uint8_t* in, size_t in_pitch, int in_format, u
   for (int top = rows_per_band; top < height; top += rows_per_band) {
     const int rows = std::min(rows_per_band, height - top);
     threads.emplace_back([=, &p] {
-      cipc_cuda::mosaic_cpu(in + static_cast<size_t>(top) * in_pitch, in_pitch, in_format,
-                            out + static_cast<size_t>(top) * out_pitch, out_pitch, width, rows, p);
+      cipc_bayer::mosaic_cpu(in + static_cast<size_t>(top) * in_pitch, in_pitch, in_format,
+                             out + static_cast<size_t>(top) * out_pitch, out_pitch, width, rows, p);
     });
   }
-  cipc_cuda::mosaic_cpu(in, in_pitch, in_format, out, out_pitch, width,
-                        std::min(rows_per_band, height), p);
+  cipc_bayer::mosaic_cpu(in, in_pitch, in_format, out, out_pitch, width,
+                         std::min(rows_per_band, height), p);
   for (auto& t : threads) t.join();
 }
 
-static GstFlowReturn gst_cipc_bgra_to_rg10_transform(GstBaseTransform* trans, GstBuffer* inbuf,
-                                                     GstBuffer* outbuf) {
-  auto* self = GST_CIPC_BGRA_TO_RG10(trans);
-  State& st = *self->state;
+static GstFlowReturn gst_bgra_to_rg10_transform(GstBaseTransform* trans, GstBuffer* inbuf,
+                                                GstBuffer* outbuf) {
+  auto* self = GST_BGRA_TO_RG10(trans);
+  State& st = self->priv->state;
   if (!st.configured) return GST_FLOW_NOT_NEGOTIATED;
   const Settings s = snapshot_settings(self);
 
@@ -313,10 +283,9 @@ static GstFlowReturn gst_cipc_bgra_to_rg10_transform(GstBaseTransform* trans, Gs
     return GST_FLOW_ERROR;
   }
 
-  cipc_cuda::MosaicParams p;
+  cipc_bayer::MosaicParams p;
   p.phase = st.phase;
-  p.alignment = s.bit_alignment == GST_CIPC_BIT_ALIGNMENT_MSB ? cipc_cuda::BitAlignment::kMsb
-                                                              : cipc_cuda::BitAlignment::kLsb;
+  p.alignment = gst_cipc_bit_alignment_to_bayer(s.bit_alignment);
   p.black_level = static_cast<uint16_t>(s.black_level);
   p.wb_red = static_cast<float>(s.wb_red);
   p.wb_green = static_cast<float>(s.wb_green);
@@ -333,13 +302,13 @@ static GstFlowReturn gst_cipc_bgra_to_rg10_transform(GstBaseTransform* trans, Gs
   return GST_FLOW_OK;
 }
 
-static void gst_cipc_bgra_to_rg10_class_init(GstCipcBgraToRg10Class* klass) {
+static void gst_bgra_to_rg10_class_init(GstBgraToRg10Class* klass) {
   auto* object_class = G_OBJECT_CLASS(klass);
   auto* element_class = GST_ELEMENT_CLASS(klass);
   auto* trans_class = GST_BASE_TRANSFORM_CLASS(klass);
-  object_class->set_property = gst_cipc_bgra_to_rg10_set_property;
-  object_class->get_property = gst_cipc_bgra_to_rg10_get_property;
-  object_class->finalize = gst_cipc_bgra_to_rg10_finalize;
+  object_class->set_property = gst_bgra_to_rg10_set_property;
+  object_class->get_property = gst_bgra_to_rg10_get_property;
+  object_class->finalize = gst_bgra_to_rg10_finalize;
 
   const auto rw_playing = static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
                                                    GST_PARAM_MUTABLE_PLAYING);
@@ -387,17 +356,16 @@ static void gst_cipc_bgra_to_rg10_class_init(GstCipcBgraToRg10Class* klass) {
   gst_element_class_add_static_pad_template(element_class, &src_template);
 
   trans_class->passthrough_on_same_caps = FALSE;
-  trans_class->transform_caps = GST_DEBUG_FUNCPTR(gst_cipc_bgra_to_rg10_transform_caps);
-  trans_class->set_caps = GST_DEBUG_FUNCPTR(gst_cipc_bgra_to_rg10_set_caps);
-  trans_class->transform_size = GST_DEBUG_FUNCPTR(gst_cipc_bgra_to_rg10_transform_size);
-  trans_class->get_unit_size = GST_DEBUG_FUNCPTR(gst_cipc_bgra_to_rg10_get_unit_size);
-  trans_class->transform = GST_DEBUG_FUNCPTR(gst_cipc_bgra_to_rg10_transform);
+  trans_class->transform_caps = GST_DEBUG_FUNCPTR(gst_bgra_to_rg10_transform_caps);
+  trans_class->set_caps = GST_DEBUG_FUNCPTR(gst_bgra_to_rg10_set_caps);
+  trans_class->transform_size = GST_DEBUG_FUNCPTR(gst_bgra_to_rg10_transform_size);
+  trans_class->get_unit_size = GST_DEBUG_FUNCPTR(gst_bgra_to_rg10_get_unit_size);
+  trans_class->transform = GST_DEBUG_FUNCPTR(gst_bgra_to_rg10_transform);
 
-  GST_DEBUG_CATEGORY_INIT(gst_cipc_bgra_to_rg10_debug, "bgratorg10", 0, "bgratorg10");
+  GST_DEBUG_CATEGORY_INIT(gst_bgra_to_rg10_debug, "bgratorg10", 0, "bgratorg10");
 }
 
-static void gst_cipc_bgra_to_rg10_init(GstCipcBgraToRg10* self) {
-  self->settings = new Settings();
-  self->state = new State();
-  gst_video_info_init(&self->state->in_info);
+static void gst_bgra_to_rg10_init(GstBgraToRg10* self) {
+  self->priv = new BgraToRg10Private();
+  gst_video_info_init(&self->priv->state.in_info);
 }

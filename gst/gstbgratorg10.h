@@ -6,9 +6,8 @@
 
 G_BEGIN_DECLS
 
-#define GST_TYPE_CIPC_BGRA_TO_RG10 (gst_cipc_bgra_to_rg10_get_type())
-G_DECLARE_FINAL_TYPE(GstCipcBgraToRg10, gst_cipc_bgra_to_rg10, GST, CIPC_BGRA_TO_RG10,
-                     GstBaseTransform)
+#define GST_TYPE_BGRA_TO_RG10 (gst_bgra_to_rg10_get_type())
+G_DECLARE_FINAL_TYPE(GstBgraToRg10, gst_bgra_to_rg10, GST, BGRA_TO_RG10, GstBaseTransform)
 
 GST_ELEMENT_REGISTER_DECLARE(bgratorg10);
 

@@ -31,11 +31,15 @@
 #include <string>
 
 #ifdef CIPC_HAVE_CUDA
-#include "cudaslot.h"
+#include "cuda_slots.h"
+#include "device.h"
 #endif
+#include "elementtype.h"
 #include "enums.h"
 #include "framing.h"
+#include "host_memory.h"
 #include "producer.h"
+#include "slotcopy.h"
 #include "slotmemory.h"
 #include "slotpool.h"
 
@@ -63,12 +67,12 @@ enum {
 #define DEFAULT_SOCKET_MODE 0600
 #define DEFAULT_ALLOW_OTHER_USERS FALSE
 #ifdef CIPC_HAVE_CUDA
-#define DEFAULT_MEMORY GST_CIPC_MEMORY_CUDA
+#define DEFAULT_MEMORY cipc::MemoryKind::kCuda
 #else
-#define DEFAULT_MEMORY GST_CIPC_MEMORY_HOST
+#define DEFAULT_MEMORY cipc::MemoryKind::kHost
 #endif
 #define DEFAULT_CUDA_DEVICE_ID -1
-#define DEFAULT_SYNC_MODE GST_CIPC_SYNC_GPU_EVENTS
+#define DEFAULT_SYNC_MODE cipc::SyncMode::kGpuEvents
 #define DEFAULT_MAX_IN_FLIGHT 4
 #define DEFAULT_RELEASE_TIMEOUT 2000
 #define DEFAULT_WAIT_FOR_CONSUMER FALSE
@@ -81,14 +85,14 @@ struct Settings {
   std::string socket_path = DEFAULT_SOCKET_PATH;
   guint socket_mode = DEFAULT_SOCKET_MODE;
   gboolean allow_other_users = DEFAULT_ALLOW_OTHER_USERS;
-  GstCipcMemory memory = DEFAULT_MEMORY;
+  cipc::MemoryKind memory = DEFAULT_MEMORY;
   guint max_in_flight = DEFAULT_MAX_IN_FLIGHT;
   guint release_timeout = DEFAULT_RELEASE_TIMEOUT;
   gboolean wait_for_consumer = DEFAULT_WAIT_FOR_CONSUMER;
   GstCipcCopyPolicy copy_policy = DEFAULT_COPY_POLICY;
   guint pool_size = DEFAULT_POOL_SIZE;
   gint cuda_device_id = DEFAULT_CUDA_DEVICE_ID;
-  GstCipcSyncMode sync_mode = DEFAULT_SYNC_MODE;
+  cipc::SyncMode sync_mode = DEFAULT_SYNC_MODE;
 };
 
 // Keeps a published buffer (and so its slot) out of the pool while consumers hold it.
@@ -123,80 +127,90 @@ class SinkObserver final : public cipc::ProducerObserver {
   GstElement* element_;
 };
 
-// Streaming state; created in start(), gone after stop().
-struct State {
+// Everything the element owns, in one place; members clean up after themselves.
+struct SinkPrivate {
+  explicit SinkPrivate(GstElement* element) : observer(element) {}
+
+  Settings settings;  // under the object lock
+  SinkObserver observer;
+
+  // Streaming state: made in start(), gone after stop() (teardown()).
   std::shared_ptr<cipc::MemoryBackend> backend;
-#ifdef CIPC_HAVE_CUDA
-  std::shared_ptr<cipc_gst::CudaMemoryBackend> cuda;  // memory=cuda
-  cipc_cuda::Stream stream;                           // for uploads of foreign buffers
-#endif
-  std::unique_ptr<SinkObserver> observer;
+  std::unique_ptr<cipc_gst::SlotCopier> copier;  // frames not written into the pool
+  std::mutex producer_lock;  // `producer` is also read by property getters and unlock()
   std::unique_ptr<cipc::Producer> producer;
-  GstBufferPool* pool = nullptr;  // the current generation's pool
-  GstCaps* pool_caps = nullptr;
-  GstVideoInfo info;
-  uint64_t generation = 0;
-  // The first generation with the current caps (roll-overs keep the caps).
-  uint64_t caps_generation = 0;
-  // Upstream was told (RECONFIGURE) to leave a pool this generation replaced.
-  bool reconfigure_sent = false;
+  std::unique_ptr<cipc_gst::SlotPoolGenerations> pools;
   cipc_gst::ClockOffset clock_offset;
   bool warned_copy = false;
   bool cuda_memory = false;  // memory=cuda
+
+  std::atomic<guint64> frames_rendered{0};
+  std::atomic<guint64> copies{0};
+  std::atomic<guint64> pool_generation{0};  // mirrors pools->generation() for the stats
+  std::atomic<guint64> pool_rollovers{0};
+
+  // The one cleanup path, for stop() and for a start() that failed half-way.
+  void teardown() {
+    std::unique_ptr<cipc::Producer> gone;
+    {
+      std::lock_guard<std::mutex> lock(producer_lock);
+      gone = std::move(producer);
+    }
+    gone.reset();  // says BYE, returns every held buffer, removes the socket file
+    pools.reset();
+    copier.reset();
+    backend.reset();
+    clock_offset.reset();
+  }
 };
 
 }  // namespace
 
 struct _GstCudaSinkIpc {
   GstBaseSink parent;
-  Settings* settings;  // under the object lock
-  State* state;        // streaming thread, start/stop; `producer` also under producer_lock
-  std::mutex* producer_lock;
-  std::atomic<guint64> frames_rendered;
-  std::atomic<guint64> copies;
-  std::atomic<guint64> pool_generation;  // mirrors state->generation for the stats property
-  std::atomic<guint64> pool_rollovers;
+  SinkPrivate* priv;
 };
 
 static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE(
     "sink", GST_PAD_SINK, GST_PAD_ALWAYS,
-    GST_STATIC_CAPS(GST_VIDEO_CAPS_MAKE_WITH_FEATURES(GST_CAPS_FEATURE_MEMORY_CUDA_IPC,
-                                                      GST_VIDEO_FORMATS_ALL) ";"
-                        GST_VIDEO_CAPS_MAKE(GST_VIDEO_FORMATS_ALL)));
+    GST_STATIC_CAPS(GST_VIDEO_CAPS_MAKE_WITH_FEATURES(
+        GST_CAPS_FEATURE_MEMORY_CUDA_IPC,
+        GST_VIDEO_FORMATS_ALL) ";" GST_VIDEO_CAPS_MAKE(GST_VIDEO_FORMATS_ALL)));
 
-G_DEFINE_TYPE(GstCudaSinkIpc, gst_cuda_sink_ipc, GST_TYPE_BASE_SINK)
+CIPC_DEFINE_ELEMENT_TYPE(GstCudaSinkIpc, gst_cuda_sink_ipc, GST_TYPE_BASE_SINK, "GstCudaSink-ipc")
 GST_ELEMENT_REGISTER_DEFINE(cudasink_ipc, "cudasink-ipc", GST_RANK_NONE, GST_TYPE_CUDA_SINK_IPC)
 
 static Settings snapshot_settings(GstCudaSinkIpc* self) {
   GST_OBJECT_LOCK(self);
-  Settings s = *self->settings;
+  Settings s = self->priv->settings;
   GST_OBJECT_UNLOCK(self);
   return s;
 }
 
 static GstStructure* make_stats(GstCudaSinkIpc* self) {
-  cipc::ProducerStats p;
+  SinkPrivate& p = *self->priv;
+  cipc::ProducerStats ps;
   {
-    std::lock_guard<std::mutex> lock(*self->producer_lock);
-    if (self->state->producer) p = self->state->producer->stats();
+    std::lock_guard<std::mutex> lock(p.producer_lock);
+    if (p.producer) ps = p.producer->stats();
   }
   return gst_structure_new(
-      "cudasink-ipc-stats", "frames-rendered", G_TYPE_UINT64, self->frames_rendered.load(),
-      "frames-sent", G_TYPE_UINT64, p.frames_sent, "frames-dropped", G_TYPE_UINT64,
-      p.frames_dropped, "copies", G_TYPE_UINT64, self->copies.load(), "consumers", G_TYPE_UINT64,
-      p.consumers, "consumers-total", G_TYPE_UINT64, p.consumers_total, "consumers-timed-out",
-      G_TYPE_UINT64, p.consumers_timed_out, "consumers-rejected", G_TYPE_UINT64,
-      p.consumers_rejected, "releases", G_TYPE_UINT64, p.releases, "claims-outstanding",
-      G_TYPE_UINT64, p.claims_outstanding, "slots-exported", G_TYPE_UINT64, p.slots_exported,
-      "pool-generation", G_TYPE_UINT64, self->pool_generation.load(), "pool-rollovers",
-      G_TYPE_UINT64, self->pool_rollovers.load(), nullptr);
+      "cudasink-ipc-stats", "frames-rendered", G_TYPE_UINT64, p.frames_rendered.load(),
+      "frames-sent", G_TYPE_UINT64, ps.frames_sent, "frames-dropped", G_TYPE_UINT64,
+      ps.frames_dropped, "copies", G_TYPE_UINT64, p.copies.load(), "consumers", G_TYPE_UINT64,
+      ps.consumers, "consumers-total", G_TYPE_UINT64, ps.consumers_total, "consumers-timed-out",
+      G_TYPE_UINT64, ps.consumers_timed_out, "consumers-rejected", G_TYPE_UINT64,
+      ps.consumers_rejected, "releases", G_TYPE_UINT64, ps.releases, "claims-outstanding",
+      G_TYPE_UINT64, ps.claims_outstanding, "slots-exported", G_TYPE_UINT64, ps.slots_exported,
+      "pool-generation", G_TYPE_UINT64, p.pool_generation.load(), "pool-rollovers", G_TYPE_UINT64,
+      p.pool_rollovers.load(), nullptr);
 }
 
 static void gst_cuda_sink_ipc_set_property(GObject* object, guint prop_id, const GValue* value,
                                            GParamSpec* pspec) {
   auto* self = GST_CUDA_SINK_IPC(object);
   GST_OBJECT_LOCK(self);
-  Settings& s = *self->settings;
+  Settings& s = self->priv->settings;
   switch (prop_id) {
     case PROP_SOCKET_PATH: {
       const gchar* path = g_value_get_string(value);
@@ -205,7 +219,7 @@ static void gst_cuda_sink_ipc_set_property(GObject* object, guint prop_id, const
     }
     case PROP_SOCKET_MODE: s.socket_mode = g_value_get_uint(value); break;
     case PROP_ALLOW_OTHER_USERS: s.allow_other_users = g_value_get_boolean(value); break;
-    case PROP_MEMORY: s.memory = static_cast<GstCipcMemory>(g_value_get_enum(value)); break;
+    case PROP_MEMORY: s.memory = static_cast<cipc::MemoryKind>(g_value_get_enum(value)); break;
     case PROP_MAX_IN_FLIGHT: s.max_in_flight = g_value_get_uint(value); break;
     case PROP_RELEASE_TIMEOUT: s.release_timeout = g_value_get_uint(value); break;
     case PROP_WAIT_FOR_CONSUMER: s.wait_for_consumer = g_value_get_boolean(value); break;
@@ -214,7 +228,7 @@ static void gst_cuda_sink_ipc_set_property(GObject* object, guint prop_id, const
       break;
     case PROP_POOL_SIZE: s.pool_size = g_value_get_uint(value); break;
     case PROP_CUDA_DEVICE_ID: s.cuda_device_id = g_value_get_int(value); break;
-    case PROP_SYNC_MODE: s.sync_mode = static_cast<GstCipcSyncMode>(g_value_get_enum(value)); break;
+    case PROP_SYNC_MODE: s.sync_mode = static_cast<cipc::SyncMode>(g_value_get_enum(value)); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK(self);
@@ -223,91 +237,105 @@ static void gst_cuda_sink_ipc_set_property(GObject* object, guint prop_id, const
 static void gst_cuda_sink_ipc_get_property(GObject* object, guint prop_id, GValue* value,
                                            GParamSpec* pspec) {
   auto* self = GST_CUDA_SINK_IPC(object);
+  SinkPrivate& p = *self->priv;
   if (prop_id == PROP_STATS) {
     g_value_take_boxed(value, make_stats(self));
     return;
   }
   if (prop_id == PROP_NUM_CONSUMERS) {
-    std::lock_guard<std::mutex> lock(*self->producer_lock);
-    g_value_set_uint(value, self->state->producer ? self->state->producer->consumer_count() : 0);
+    std::lock_guard<std::mutex> lock(p.producer_lock);
+    g_value_set_uint(value, p.producer ? p.producer->consumer_count() : 0);
     return;
   }
   GST_OBJECT_LOCK(self);
-  const Settings& s = *self->settings;
+  const Settings& s = p.settings;
   switch (prop_id) {
     case PROP_SOCKET_PATH: g_value_set_string(value, s.socket_path.c_str()); break;
     case PROP_SOCKET_MODE: g_value_set_uint(value, s.socket_mode); break;
     case PROP_ALLOW_OTHER_USERS: g_value_set_boolean(value, s.allow_other_users); break;
-    case PROP_MEMORY: g_value_set_enum(value, s.memory); break;
+    case PROP_MEMORY: g_value_set_enum(value, static_cast<gint>(s.memory)); break;
     case PROP_MAX_IN_FLIGHT: g_value_set_uint(value, s.max_in_flight); break;
     case PROP_RELEASE_TIMEOUT: g_value_set_uint(value, s.release_timeout); break;
     case PROP_WAIT_FOR_CONSUMER: g_value_set_boolean(value, s.wait_for_consumer); break;
     case PROP_COPY_POLICY: g_value_set_enum(value, s.copy_policy); break;
     case PROP_POOL_SIZE: g_value_set_uint(value, s.pool_size); break;
     case PROP_CUDA_DEVICE_ID: g_value_set_int(value, s.cuda_device_id); break;
-    case PROP_SYNC_MODE: g_value_set_enum(value, s.sync_mode); break;
+    case PROP_SYNC_MODE: g_value_set_enum(value, static_cast<gint>(s.sync_mode)); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK(self);
 }
 
+// memory=cuda: the device's backend; fills the producer's GPU fields and `device`.
+static gboolean start_cuda(GstCudaSinkIpc* self, const Settings& s, cipc::ProducerConfig& config,
+                           int* device) {
+#ifdef CIPC_HAVE_CUDA
+  SinkPrivate& p = *self->priv;
+  cipc_cuda::DeviceInfo info;
+  cipc_cuda::Status status = cipc_slots::open_device(s.cuda_device_id, &info);
+  if (!status) {
+    GST_ELEMENT_ERROR(self, RESOURCE, NOT_FOUND,
+                      ("No usable CUDA device for memory=cuda: %s.", status.message().c_str()),
+                      ("set memory=host to share host memory instead"));
+    return FALSE;
+  }
+  bool fell_back = false;
+  const cipc::SyncMode sync = cipc_slots::usable_sync_mode(info, s.sync_mode, &fell_back);
+  if (fell_back)
+    GST_ELEMENT_WARNING(self, RESOURCE, SETTINGS,
+                        ("CUDA device %d cannot share events between processes; falling back to "
+                         "sync-mode=cpu.",
+                         info.ordinal),
+                        (nullptr));
+  *device = info.ordinal;
+  p.backend = std::make_shared<cipc_slots::CudaMemoryBackend>(info.ordinal, sync);
+  config.sync_mode = sync;
+  std::copy(info.uuid.begin(), info.uuid.end(), config.gpu_uuid.begin());
+  GST_INFO_OBJECT(self, "CUDA device %d (%s), sync-mode %s", info.ordinal, info.name.c_str(),
+                  cipc::to_string(sync));
+  return TRUE;
+#else
+  (void)s;
+  (void)config;
+  (void)device;
+  GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS,
+                    ("memory=cuda is not available: this cudaipc plugin was built without the "
+                     "CUDA toolkit; use memory=host."),
+                    (nullptr));
+  return FALSE;
+#endif
+}
+
 static gboolean gst_cuda_sink_ipc_start(GstBaseSink* sink) {
   auto* self = GST_CUDA_SINK_IPC(sink);
+  SinkPrivate& p = *self->priv;
   const Settings s = snapshot_settings(self);
-  State& st = *self->state;
   cipc::ProducerConfig config;
-  if (s.memory == GST_CIPC_MEMORY_CUDA) {
-#ifdef CIPC_HAVE_CUDA
-    cipc_cuda::DeviceInfo info;
-    cipc_cuda::Status status = cipc_gst::open_device(s.cuda_device_id, &info);
-    if (!status) {
-      GST_ELEMENT_ERROR(self, RESOURCE, NOT_FOUND,
-                        ("No usable CUDA device for memory=cuda: %s.", status.message().c_str()),
-                        ("set memory=host to share host memory instead"));
+  p.cuda_memory = s.memory == cipc::MemoryKind::kCuda;
+  int device = -1;
+  if (p.cuda_memory) {
+    if (!start_cuda(self, s, config, &device)) {
+      p.teardown();
       return FALSE;
     }
-    GstCipcSyncMode sync = s.sync_mode;
-    if (sync == GST_CIPC_SYNC_GPU_EVENTS && !info.ipc_events_supported) {
-      GST_ELEMENT_WARNING(self, RESOURCE, SETTINGS,
-                          ("CUDA device %d cannot share events between processes; falling back to "
-                           "sync-mode=cpu.",
-                           info.ordinal),
-                          (nullptr));
-      sync = GST_CIPC_SYNC_CPU;
-    }
-    st.cuda = std::make_shared<cipc_gst::CudaMemoryBackend>(
-        info.ordinal,
-        sync == GST_CIPC_SYNC_CPU ? cipc_gst::SyncMode::kCpu : cipc_gst::SyncMode::kGpuEvents);
-    status = cipc_cuda::Stream::create(info.ordinal, &st.stream);
-    if (!status) {
-      GST_ELEMENT_ERROR(self, RESOURCE, FAILED, ("Could not create a CUDA stream."),
-                        ("%s", status.message().c_str()));
-      st.cuda.reset();
-      return FALSE;
-    }
-    st.backend = st.cuda;
-    config.sync_mode = sync == GST_CIPC_SYNC_CPU ? cipc::SyncMode::kCpu : cipc::SyncMode::kGpuEvents;
-    std::copy(info.uuid.begin(), info.uuid.end(), config.gpu_uuid.begin());
-    GST_INFO_OBJECT(self, "CUDA device %d (%s), sync-mode %s", info.ordinal, info.name.c_str(),
-                    sync == GST_CIPC_SYNC_CPU ? "cpu" : "gpu-events");
-#else
-    GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS,
-                      ("memory=cuda is not available: this cudaipc plugin was built without the "
-                       "CUDA toolkit; use memory=host."),
-                      (nullptr));
-    return FALSE;
-#endif
   } else {
-    st.backend = std::make_shared<cipc::HostMemoryBackend>();
+    p.backend = std::make_shared<cipc_slots::HostMemoryBackend>();
   }
-  st.observer = std::make_unique<SinkObserver>(GST_ELEMENT(self));
+  std::string error;
+  p.copier = cipc_gst::SlotCopier::create(device, &error);
+  if (!p.copier) {
+    GST_ELEMENT_ERROR(self, RESOURCE, FAILED, ("Could not prepare copies into shareable memory."),
+                      ("%s", error.c_str()));
+    p.teardown();
+    return FALSE;
+  }
   config.socket_path = s.socket_path;
   config.socket_mode = s.socket_mode;
   config.allow_other_users = s.allow_other_users;
   config.max_in_flight = s.max_in_flight;
   config.release_timeout_ms = s.release_timeout;
-  config.memory_kind = st.backend->kind();
-  auto producer = cipc::Producer::start(config, st.observer.get());
+  config.memory_kind = p.backend->kind();
+  auto producer = cipc::Producer::start(config, &p.observer);
   if (!producer) {
     const cipc::Error& e = producer.error();
     if (e.code == cipc::ErrorCode::kAddressInUse) {
@@ -319,60 +347,32 @@ static gboolean gst_cuda_sink_ipc_start(GstBaseSink* sink) {
                         ("Could not serve frames on socket '%s'.", s.socket_path.c_str()),
                         ("%s", e.message.c_str()));
     }
-    st.observer.reset();
-    st.backend.reset();
-#ifdef CIPC_HAVE_CUDA
-    st.cuda.reset();
-    st.stream = cipc_cuda::Stream();
-#endif
+    p.teardown();
     return FALSE;
   }
   {
-    std::lock_guard<std::mutex> lock(*self->producer_lock);
-    st.producer = std::move(producer.value());
+    std::lock_guard<std::mutex> lock(p.producer_lock);
+    p.producer = std::move(producer.value());
   }
-  self->frames_rendered = 0;
-  self->copies = 0;
-  self->pool_generation = 0;
-  self->pool_rollovers = 0;
-  st.warned_copy = false;
-  st.cuda_memory = s.memory == GST_CIPC_MEMORY_CUDA;
-  st.generation = 0;
-  st.caps_generation = 0;
+  cipc::Producer* announce_to = p.producer.get();
+  p.pools = std::make_unique<cipc_gst::SlotPoolGenerations>(
+      p.backend, s.pool_size,
+      [announce_to](uint64_t generation, const std::string& caps, uint64_t frame_size) {
+        announce_to->set_caps(generation, caps, frame_size);
+      });
+  p.frames_rendered = 0;
+  p.copies = 0;
+  p.pool_generation = 0;
+  p.pool_rollovers = 0;
+  p.warned_copy = false;
   GST_INFO_OBJECT(self, "serving %s memory on %s (instance %016" G_GINT64_MODIFIER "x)",
                   cipc::to_string(config.memory_kind), s.socket_path.c_str(),
-                  st.producer->instance_id());
+                  p.producer->instance_id());
   return TRUE;
 }
 
-// `deactivate` = false leaves the pool to whoever else still uses it (upstream): it is freed when
-// the last of them lets go.
-static void drop_pool(State& st, bool deactivate = true) {
-  if (st.pool) {
-    if (deactivate) gst_buffer_pool_set_active(st.pool, FALSE);
-    gst_object_unref(st.pool);
-    st.pool = nullptr;
-  }
-  gst_clear_caps(&st.pool_caps);
-}
-
 static gboolean gst_cuda_sink_ipc_stop(GstBaseSink* sink) {
-  auto* self = GST_CUDA_SINK_IPC(sink);
-  State& st = *self->state;
-  std::unique_ptr<cipc::Producer> producer;
-  {
-    std::lock_guard<std::mutex> lock(*self->producer_lock);
-    producer = std::move(st.producer);
-  }
-  producer.reset();  // says BYE, returns every held buffer, removes the socket file
-  drop_pool(st);
-  st.observer.reset();
-  st.backend.reset();
-#ifdef CIPC_HAVE_CUDA
-  st.cuda.reset();
-  st.stream = cipc_cuda::Stream();
-#endif
-  st.clock_offset.reset();
+  GST_CUDA_SINK_IPC(sink)->priv->teardown();
   return TRUE;
 }
 
@@ -380,7 +380,7 @@ static gboolean gst_cuda_sink_ipc_stop(GstBaseSink* sink) {
 static GstCaps* gst_cuda_sink_ipc_get_caps(GstBaseSink* sink, GstCaps* filter) {
   auto* self = GST_CUDA_SINK_IPC(sink);
   GstCaps* caps = gst_pad_get_pad_template_caps(GST_BASE_SINK_PAD(sink));
-  if (snapshot_settings(self).memory != GST_CIPC_MEMORY_CUDA) {
+  if (snapshot_settings(self).memory != cipc::MemoryKind::kCuda) {
     GstCaps* system = gst_caps_new_empty();
     for (guint i = 0; i < gst_caps_get_size(caps); ++i) {
       if (gst_cipc_caps_have_cuda_memory(caps, i)) continue;
@@ -397,212 +397,53 @@ static GstCaps* gst_cuda_sink_ipc_get_caps(GstBaseSink* sink, GstCaps* filter) {
   return caps;
 }
 
-// Makes a new pool for `caps` the current generation, telling consumers about it. The previous
-// pool is deactivated when `deactivate_old`; either way its buffers that consumers still hold
-// stay valid until released.
-static gboolean new_generation(GstCudaSinkIpc* self, GstCaps* caps, const GstVideoInfo& info,
-                               bool deactivate_old) {
-  State& st = *self->state;
-  const Settings s = snapshot_settings(self);
-  drop_pool(st, deactivate_old);
-  GstBufferPool* pool = gst_cipc_slot_pool_new(st.backend, ++st.generation);
-  GstStructure* config = gst_buffer_pool_get_config(pool);
-  gst_buffer_pool_config_set_params(config, caps, GST_VIDEO_INFO_SIZE(&info), s.pool_size, 0);
-  gst_buffer_pool_config_add_option(config, GST_BUFFER_POOL_OPTION_VIDEO_META);
-  if (!gst_buffer_pool_set_config(pool, config)) {
-    gst_object_unref(pool);
-    GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS, ("Could not configure the shareable buffer pool."),
-                      ("caps %" GST_PTR_FORMAT, caps));
-    return FALSE;
-  }
-  st.pool = pool;
-  st.pool_caps = gst_caps_ref(caps);
-  st.info = info;
-  st.reconfigure_sent = false;
-  if (deactivate_old) st.caps_generation = st.generation;
-  self->pool_generation = st.generation;
-  // Consumers get the format without the memory feature: how they receive it is theirs to say.
-  GstCaps* plain = gst_caps_copy(caps);
-  gst_caps_set_features(plain, 0, nullptr);
-  gchar* text = gst_caps_to_string(plain);
-  gst_caps_unref(plain);
-  st.producer->set_caps(st.generation, text, GST_VIDEO_INFO_SIZE(&info));
-  GST_DEBUG_OBJECT(self, "generation %" G_GUINT64_FORMAT ": %s", st.generation, text);
-  g_free(text);
-  return TRUE;
-}
-
 // Makes the pool for `caps` the current generation, telling consumers about the new format.
 static gboolean ensure_pool(GstCudaSinkIpc* self, GstCaps* caps) {
-  State& st = *self->state;
-  if (st.pool && st.pool_caps && gst_caps_is_equal(caps, st.pool_caps)) return TRUE;
-  GstVideoInfo info;
-  if (!gst_video_info_from_caps(&info, caps)) {
-    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("Not a raw video format: %" GST_PTR_FORMAT, caps),
-                      (nullptr));
+  SinkPrivate& p = *self->priv;
+  std::string error;
+  if (!p.pools->ensure(caps, &error)) {
+    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION,
+                      ("Could not set up shareable memory for the format."), ("%s", error.c_str()));
     return FALSE;
   }
-  return new_generation(self, caps, info, true);
-}
-
-// Every slot retired under a stuck consumer is replaced by one with a new index, and indices are
-// never reused within a generation (consumers cache imports by index). Before they run out, the
-// same caps start a new generation: consumers drop the old generation's imports (frames they
-// still hold keep theirs). The old pool is not deactivated, since upstream may still be writing
-// into it; render() copies such frames and asks upstream to renegotiate.
-static gboolean roll_over(GstCudaSinkIpc* self) {
-  State& st = *self->state;
-  GST_INFO_OBJECT(self, "generation %" G_GUINT64_FORMAT " used %u slot indices: starting a new one",
-                  st.generation, gst_cipc_slot_pool_slots_allocated(GST_CIPC_SLOT_POOL(st.pool)));
-  GstCaps* caps = gst_caps_ref(st.pool_caps);
-  const GstVideoInfo info = st.info;
-  const gboolean ok = new_generation(self, caps, info, false);
-  gst_caps_unref(caps);
-  if (ok) ++self->pool_rollovers;
-  return ok;
+  p.pool_generation = p.pools->generation();
+  return TRUE;
 }
 
 static gboolean gst_cuda_sink_ipc_set_caps(GstBaseSink* sink, GstCaps* caps) {
   auto* self = GST_CUDA_SINK_IPC(sink);
-  if (!self->state->producer) return FALSE;
+  if (!self->priv->pools) return FALSE;
   return ensure_pool(self, caps);
 }
 
 static gboolean gst_cuda_sink_ipc_propose_allocation(GstBaseSink* sink, GstQuery* query) {
   auto* self = GST_CUDA_SINK_IPC(sink);
+  SinkPrivate& p = *self->priv;
   GstCaps* caps = nullptr;
   gboolean need_pool = FALSE;
   gst_query_parse_allocation(query, &caps, &need_pool);
-  if (caps == nullptr || !self->state->producer || !ensure_pool(self, caps)) return FALSE;
-  const Settings s = snapshot_settings(self);
+  if (caps == nullptr || !p.pools || !ensure_pool(self, caps)) return FALSE;
   gst_query_add_allocation_meta(query, GST_VIDEO_META_API_TYPE, nullptr);
   // CUDA slots are only offered to upstream that writes CUDA memory: a CPU writer would go
   // through a staging copy on every map, which is slower than the counted upload in render().
-  if (self->state->cuda_memory && !gst_cipc_caps_have_cuda_memory(caps)) return TRUE;
+  if (p.cuda_memory && !gst_cipc_caps_have_cuda_memory(caps)) return TRUE;
   // Offered even when need_pool is FALSE: writing into this pool is what avoids a copy.
-  gst_query_add_allocation_pool(query, self->state->pool, GST_VIDEO_INFO_SIZE(&self->state->info),
-                                s.pool_size, 0);
+  gst_query_add_allocation_pool(query, p.pools->pool(), GST_VIDEO_INFO_SIZE(&p.pools->info()),
+                                p.pools->pool_size(), 0);
   return TRUE;
-}
-
-// A buffer in a slot of one of our own pools. Another element's slots (rg10tobgra's own pool
-// when downstream offered none) have generation numbers of their own: they are foreign memory.
-static const GstCipcSlotBinding* producer_slot_of(State& st, GstBuffer* buffer) {
-  if (gst_buffer_n_memory(buffer) != 1) return nullptr;
-  const GstCipcSlotBinding* b = gst_cipc_slot_memory_binding(gst_buffer_peek_memory(buffer, 0));
-  return b && b->producer_slot && b->owner == st.backend.get() ? b : nullptr;
-}
-
-// A buffer already in one of the current generation's slots: sendable as is.
-static const GstCipcSlotBinding* current_slot(State& st, GstBuffer* buffer) {
-  const GstCipcSlotBinding* b = producer_slot_of(st, buffer);
-  if (b == nullptr || b->generation != st.generation || b->index >= cipc::kMaxSlots) return nullptr;
-  return b;
-}
-
-// A buffer in a slot of a generation that a roll-over replaced (same caps), or past the index
-// limit: upstream still writes into a pool of ours that is no longer current.
-static bool stale_slot(State& st, GstBuffer* buffer) {
-  const GstCipcSlotBinding* b = producer_slot_of(st, buffer);
-  return b && b->generation >= st.caps_generation && b->generation <= st.generation &&
-         !current_slot(st, buffer);
-}
-
-#ifdef CIPC_HAVE_CUDA
-// memory=cuda: one upload (system memory input) or one device copy (CUDA memory from elsewhere)
-// straight into the slot, on the sink's stream. Synchronised before returning, since upstream
-// may reuse its buffer as soon as render() returns.
-static bool upload_into_slot(GstCudaSinkIpc* self, GstBuffer* buffer, GstBuffer* slot) {
-  State& st = *self->state;
-  cipc_gst::CudaSlotMemory* dst = cipc_gst::cuda_slot_of(gst_buffer_peek_memory(slot, 0));
-  const GstVideoMeta* dst_meta = gst_buffer_get_video_meta(slot);
-  GstMemory* in_mem = gst_buffer_n_memory(buffer) == 1 ? gst_buffer_peek_memory(buffer, 0) : nullptr;
-  const GstCudaIpcMemoryInfo* in_cuda = gst_cuda_ipc_memory_get_info(in_mem);
-  const GstVideoMeta* in_meta = gst_buffer_get_video_meta(buffer);
-  const cipc_cuda::StreamHandle stream = st.stream.handle();
-  cipc_cuda::Status status = dst->begin_write(stream);
-  GstVideoFrame in;
-  bool mapped = false;
-  if (status && in_cuda) {
-    if (!in_cuda->wait_ready(in_mem, stream)) status = cipc_cuda::Status::failure("waiting for the input frame");
-  } else if (status) {
-    mapped = gst_video_frame_map(&in, &st.info, buffer, GST_MAP_READ);
-    if (!mapped) status = cipc_cuda::Status::failure("could not map the incoming frame");
-  }
-  for (guint p = 0; status && p < GST_VIDEO_INFO_N_PLANES(&st.info); ++p) {
-    const void* src;
-    gint src_stride;
-    if (in_cuda) {
-      src = reinterpret_cast<const void*>(in_cuda->device_ptr + in_mem->offset +
-                                          (in_meta ? in_meta->offset[p] : GST_VIDEO_INFO_PLANE_OFFSET(&st.info, p)));
-      src_stride = in_meta ? in_meta->stride[p] : GST_VIDEO_INFO_PLANE_STRIDE(&st.info, p);
-    } else {
-      src = GST_VIDEO_FRAME_PLANE_DATA(&in, p);
-      src_stride = GST_VIDEO_FRAME_PLANE_STRIDE(&in, p);
-    }
-    void* dst_plane = reinterpret_cast<void*>(dst->ptr() + dst_meta->offset[p]);
-    status = cipc_cuda::copy_2d_async(dst_plane, dst_meta->stride[p], src, src_stride,
-                                      MIN(src_stride, dst_meta->stride[p]),
-                                      cipc_gst::plane_rows(st.info, p), stream);
-  }
-  if (status) status = dst->end_write(stream);
-  if (status) status = st.stream.synchronize();
-  if (mapped) gst_video_frame_unmap(&in);
-  if (!status) {
-    GST_ELEMENT_ERROR(self, RESOURCE, WRITE, ("Could not copy a frame into CUDA memory."),
-                      ("%s", status.message().c_str()));
-    return false;
-  }
-  return true;
-}
-#endif
-
-// memory=host: a CPU copy of the frame into the slot.
-static bool cpu_copy_into_slot(GstCudaSinkIpc* self, GstBuffer* buffer, GstBuffer* slot) {
-  State& st = *self->state;
-  GstVideoFrame in, out;
-  if (!gst_video_frame_map(&in, &st.info, buffer, GST_MAP_READ)) {
-    GST_ELEMENT_ERROR(self, STREAM, FAILED, ("Could not read an incoming frame."), (nullptr));
-    return false;
-  }
-  if (!gst_video_frame_map(&out, &st.info, slot, GST_MAP_WRITE)) {
-    gst_video_frame_unmap(&in);
-    GST_ELEMENT_ERROR(self, STREAM, FAILED, ("Could not map a shareable slot."), (nullptr));
-    return false;
-  }
-  const gboolean copied = gst_video_frame_copy(&out, &in);
-  gst_video_frame_unmap(&out);
-  gst_video_frame_unmap(&in);
-  if (!copied)
-    GST_ELEMENT_ERROR(self, STREAM, FAILED, ("Could not copy a frame into shareable memory."),
-                      (nullptr));
-  return copied;
 }
 
 // A buffer that is not in the current pool: copied into a slot (and counted).
 static GstBuffer* copy_into_slot(GstCudaSinkIpc* self, GstBuffer* buffer) {
-  State& st = *self->state;
-  if (!gst_buffer_pool_is_active(st.pool) && !gst_buffer_pool_set_active(st.pool, TRUE)) {
-    GST_ELEMENT_ERROR(self, RESOURCE, NO_SPACE_LEFT, ("Could not allocate shareable memory."),
-                      (nullptr));
+  SinkPrivate& p = *self->priv;
+  std::string error;
+  GstBuffer* slot = p.copier->copy(*p.pools, buffer, &error);
+  if (slot == nullptr) {
+    GST_ELEMENT_ERROR(self, STREAM, FAILED, ("Could not copy a frame into shareable memory."),
+                      ("%s", error.c_str()));
     return nullptr;
   }
-  GstBuffer* slot = nullptr;
-  if (gst_buffer_pool_acquire_buffer(st.pool, &slot, nullptr) != GST_FLOW_OK) return nullptr;
-#ifdef CIPC_HAVE_CUDA
-  const bool copied = st.cuda ? upload_into_slot(self, buffer, slot) : cpu_copy_into_slot(self, buffer, slot);
-#else
-  const bool copied = cpu_copy_into_slot(self, buffer, slot);
-#endif
-  if (!copied) {
-    gst_buffer_unref(slot);
-    return nullptr;
-  }
-  gst_buffer_copy_into(slot, buffer,
-                       static_cast<GstBufferCopyFlags>(GST_BUFFER_COPY_FLAGS |
-                                                       GST_BUFFER_COPY_TIMESTAMPS),
-                       0, -1);
-  ++self->copies;
+  ++p.copies;
   return slot;
 }
 
@@ -618,7 +459,7 @@ static gchar* upstream_name(GstBaseSink* sink) {
 }
 
 static GstFlowReturn wait_for_consumer(GstCudaSinkIpc* self) {
-  cipc::Producer& producer = *self->state->producer;
+  cipc::Producer& producer = *self->priv->producer;
   while (producer.consumer_count() == 0) {
     if (producer.wait_for_consumer(-1)) break;
     // Interrupted by unlock(): let basesink handle the state change, then wait again.
@@ -636,40 +477,23 @@ static uint32_t wire_flags(GstBuffer* buffer) {
   return flags;
 }
 
-static GstFlowReturn gst_cuda_sink_ipc_render(GstBaseSink* sink, GstBuffer* buffer) {
-  auto* self = GST_CUDA_SINK_IPC(sink);
-  State& st = *self->state;
-  if (!st.producer || !st.pool) {
-    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("Received a frame before its format."), (nullptr));
-    return GST_FLOW_NOT_NEGOTIATED;
-  }
-  // The two settings that may change while playing, without copying the others per frame.
-  GST_OBJECT_LOCK(self);
-  const bool wait = self->settings->wait_for_consumer;
-  const GstCipcCopyPolicy copy_policy = self->settings->copy_policy;
-  GST_OBJECT_UNLOCK(self);
-  if (wait) {
-    const GstFlowReturn ret = wait_for_consumer(self);
-    if (ret != GST_FLOW_OK) return ret;
-  }
-
-  if (gst_cipc_slot_pool_needs_rollover(GST_CIPC_SLOT_POOL(st.pool)) && !roll_over(self))
-    return GST_FLOW_ERROR;
-
-  GstBuffer* slot_buffer = nullptr;
-  if (current_slot(st, buffer)) {
-    slot_buffer = gst_buffer_ref(buffer);
-  } else if (stale_slot(st, buffer)) {
+// The buffer to send: `buffer` itself when it sits in a current slot, else a copy in one (or
+// nullptr after an element error).
+static GstBuffer* frame_in_slot(GstCudaSinkIpc* self, GstBuffer* buffer,
+                                GstCipcCopyPolicy copy_policy) {
+  SinkPrivate& p = *self->priv;
+  GstBaseSink* sink = GST_BASE_SINK(self);
+  if (p.pools->current_slot(buffer)) return gst_buffer_ref(buffer);
+  if (p.pools->stale_slot(buffer)) {
     // Our own doing (roll-over), so copied whatever the copy policy, and without the warning;
     // upstream is asked once to renegotiate, which gets it the current pool.
-    if (!st.reconfigure_sent) {
-      st.reconfigure_sent = true;
+    if (p.pools->take_reconfigure()) {
       GST_DEBUG_OBJECT(self, "upstream writes into a replaced pool: asking it to renegotiate");
       gst_pad_push_event(GST_BASE_SINK_PAD(sink), gst_event_new_reconfigure());
     }
-    slot_buffer = copy_into_slot(self, buffer);
-    if (slot_buffer == nullptr) return GST_FLOW_ERROR;
-  } else if (copy_policy == GST_CIPC_REQUIRE_ZERO_COPY) {
+    return copy_into_slot(self, buffer);
+  }
+  if (copy_policy == GST_CIPC_REQUIRE_ZERO_COPY) {
     gchar* name = upstream_name(sink);
     GST_ELEMENT_ERROR(self, STREAM, FAILED,
                       ("Upstream element '%s' did not write into cudasink-ipc's shareable buffer "
@@ -678,22 +502,53 @@ static GstFlowReturn gst_cuda_sink_ipc_render(GstBaseSink* sink, GstBuffer* buff
                       ("Use an upstream element that honours the allocation query, or set "
                        "copy-policy=copy-if-needed."));
     g_free(name);
-    return GST_FLOW_ERROR;
-  } else {
-    if (!st.warned_copy) {
-      st.warned_copy = true;
-      gchar* name = upstream_name(sink);
-      GST_ELEMENT_WARNING(self, STREAM, FORMAT,
-                          ("Upstream element '%s' does not write into the shareable pool; every "
-                           "frame is copied once (see the 'stats' property).",
-                           name),
-                          (nullptr));
-      g_free(name);
-    }
-    slot_buffer = copy_into_slot(self, buffer);
-    if (slot_buffer == nullptr) return GST_FLOW_ERROR;
+    return nullptr;
   }
-  const GstCipcSlotBinding* binding = current_slot(st, slot_buffer);
+  if (!p.warned_copy) {
+    p.warned_copy = true;
+    gchar* name = upstream_name(sink);
+    GST_ELEMENT_WARNING(self, STREAM, FORMAT,
+                        ("Upstream element '%s' does not write into the shareable pool; every "
+                         "frame is copied once (see the 'stats' property).",
+                         name),
+                        (nullptr));
+    g_free(name);
+  }
+  return copy_into_slot(self, buffer);
+}
+
+static GstFlowReturn gst_cuda_sink_ipc_render(GstBaseSink* sink, GstBuffer* buffer) {
+  auto* self = GST_CUDA_SINK_IPC(sink);
+  SinkPrivate& p = *self->priv;
+  if (!p.producer || !p.pools || !p.pools->pool()) {
+    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("Received a frame before its format."), (nullptr));
+    return GST_FLOW_NOT_NEGOTIATED;
+  }
+  // The two settings that may change while playing, without copying the others per frame.
+  GST_OBJECT_LOCK(self);
+  const bool wait = p.settings.wait_for_consumer;
+  const GstCipcCopyPolicy copy_policy = p.settings.copy_policy;
+  GST_OBJECT_UNLOCK(self);
+  if (wait) {
+    const GstFlowReturn ret = wait_for_consumer(self);
+    if (ret != GST_FLOW_OK) return ret;
+  }
+
+  bool rolled = false;
+  std::string error;
+  if (!p.pools->roll_over_if_needed(&rolled, &error)) {
+    GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS, ("Could not start a new shareable buffer pool."),
+                      ("%s", error.c_str()));
+    return GST_FLOW_ERROR;
+  }
+  if (rolled) {
+    p.pool_generation = p.pools->generation();
+    p.pool_rollovers = p.pools->rollovers();
+  }
+
+  GstBuffer* slot_buffer = frame_in_slot(self, buffer, copy_policy);
+  if (slot_buffer == nullptr) return GST_FLOW_ERROR;
+  const GstCipcSlotBinding* binding = p.pools->current_slot(slot_buffer);
   if (binding == nullptr) {  // not expected: copies land in the current pool, below the limit
     gst_buffer_unref(slot_buffer);
     GST_ELEMENT_ERROR(self, STREAM, FAILED, ("Could not place a frame in a shareable slot."),
@@ -705,7 +560,7 @@ static GstFlowReturn gst_cuda_sink_ipc_render(GstBaseSink* sink, GstBuffer* buff
   frame.flags = wire_flags(buffer);
   GstClock* clock = gst_element_get_clock(GST_ELEMENT(self));
   const GstClockTime base_time = gst_element_get_base_time(GST_ELEMENT(self));
-  const gint64 offset = st.clock_offset.get(clock);
+  const gint64 offset = p.clock_offset.get(clock);
   if (clock) gst_object_unref(clock);
   const GstSegment* segment = &sink->segment;
   frame.pts = cipc_gst::running_time_to_monotonic(
@@ -714,18 +569,19 @@ static GstFlowReturn gst_cuda_sink_ipc_render(GstBaseSink* sink, GstBuffer* buff
   frame.dts = cipc_gst::running_time_to_monotonic(
       gst_segment_to_running_time(segment, GST_FORMAT_TIME, GST_BUFFER_DTS(buffer)), base_time,
       offset);
-  frame.duration = GST_BUFFER_DURATION_IS_VALID(buffer) ? GST_BUFFER_DURATION(buffer)
-                                                        : cipc::kNoTimestamp;
-  frame.offset = GST_BUFFER_OFFSET_IS_VALID(buffer) ? GST_BUFFER_OFFSET(buffer) : cipc::kNoTimestamp;
-  cipc_gst::describe_planes(slot_buffer, st.info, frame);
+  frame.duration =
+      GST_BUFFER_DURATION_IS_VALID(buffer) ? GST_BUFFER_DURATION(buffer) : cipc::kNoTimestamp;
+  frame.offset =
+      GST_BUFFER_OFFSET_IS_VALID(buffer) ? GST_BUFFER_OFFSET(buffer) : cipc::kNoTimestamp;
+  cipc_gst::describe_planes(slot_buffer, p.pools->info(), frame);
 
   cipc::SlotRef ref;
   ref.generation = binding->generation;
   ref.index = binding->index;
   ref.memory = binding->producer_slot.get();
   auto hold = std::make_shared<BufferHold>(slot_buffer);
-  const size_t delivered = st.producer->publish(ref, frame, hold);
-  ++self->frames_rendered;
+  const size_t delivered = p.producer->publish(ref, frame, hold);
+  ++p.frames_rendered;
   GST_LOG_OBJECT(self, "slot %u -> %zu consumer(s), pts %" GST_TIME_FORMAT, ref.index, delivered,
                  GST_TIME_ARGS(GST_BUFFER_PTS(buffer)));
   return GST_FLOW_OK;
@@ -733,30 +589,29 @@ static GstFlowReturn gst_cuda_sink_ipc_render(GstBaseSink* sink, GstBuffer* buff
 
 static gboolean gst_cuda_sink_ipc_event(GstBaseSink* sink, GstEvent* event) {
   auto* self = GST_CUDA_SINK_IPC(sink);
-  if (GST_EVENT_TYPE(event) == GST_EVENT_EOS && self->state->producer)
-    self->state->producer->send_eos();
+  if (GST_EVENT_TYPE(event) == GST_EVENT_EOS && self->priv->producer)
+    self->priv->producer->send_eos();
   return GST_BASE_SINK_CLASS(gst_cuda_sink_ipc_parent_class)->event(sink, event);
 }
 
+static void set_flushing(GstCudaSinkIpc* self, bool flushing) {
+  SinkPrivate& p = *self->priv;
+  std::lock_guard<std::mutex> lock(p.producer_lock);
+  if (p.producer) p.producer->set_flushing(flushing);
+}
+
 static gboolean gst_cuda_sink_ipc_unlock(GstBaseSink* sink) {
-  auto* self = GST_CUDA_SINK_IPC(sink);
-  std::lock_guard<std::mutex> lock(*self->producer_lock);
-  if (self->state->producer) self->state->producer->set_flushing(true);
+  set_flushing(GST_CUDA_SINK_IPC(sink), true);
   return TRUE;
 }
 
 static gboolean gst_cuda_sink_ipc_unlock_stop(GstBaseSink* sink) {
-  auto* self = GST_CUDA_SINK_IPC(sink);
-  std::lock_guard<std::mutex> lock(*self->producer_lock);
-  if (self->state->producer) self->state->producer->set_flushing(false);
+  set_flushing(GST_CUDA_SINK_IPC(sink), false);
   return TRUE;
 }
 
 static void gst_cuda_sink_ipc_finalize(GObject* object) {
-  auto* self = GST_CUDA_SINK_IPC(object);
-  delete self->state;
-  delete self->settings;
-  delete self->producer_lock;
+  delete GST_CUDA_SINK_IPC(object)->priv;
   G_OBJECT_CLASS(gst_cuda_sink_ipc_parent_class)->finalize(object);
 }
 
@@ -794,7 +649,8 @@ static void gst_cuda_sink_ipc_class_init(GstCudaSinkIpcClass* klass) {
   g_object_class_install_property(
       object_class, PROP_MEMORY,
       g_param_spec_enum("memory", "Memory", "Where the shared slots live",
-                        gst_cipc_sink_memory_get_type(), DEFAULT_MEMORY, rw_ready));
+                        gst_cipc_sink_memory_get_type(), static_cast<gint>(DEFAULT_MEMORY),
+                        rw_ready));
   g_object_class_install_property(
       object_class, PROP_MAX_IN_FLIGHT,
       g_param_spec_uint("max-in-flight", "Max in flight",
@@ -836,11 +692,11 @@ static void gst_cuda_sink_ipc_class_init(GstCudaSinkIpcClass* klass) {
                         "How writers and readers of CUDA slots are ordered: interprocess events "
                         "waited on by the GPU, or stream synchronisation on the CPU (automatic "
                         "fallback where the GPU cannot share events)",
-                        gst_cipc_sync_mode_get_type(), DEFAULT_SYNC_MODE, rw_ready));
-  g_object_class_install_property(
-      object_class, PROP_NUM_CONSUMERS,
-      g_param_spec_uint("num-consumers", "Number of consumers", "Consumers attached now", 0,
-                        G_MAXUINT, 0, ro));
+                        gst_cipc_sync_mode_get_type(), static_cast<gint>(DEFAULT_SYNC_MODE),
+                        rw_ready));
+  g_object_class_install_property(object_class, PROP_NUM_CONSUMERS,
+                                  g_param_spec_uint("num-consumers", "Number of consumers",
+                                                    "Consumers attached now", 0, G_MAXUINT, 0, ro));
   g_object_class_install_property(
       object_class, PROP_STATS,
       g_param_spec_boxed("stats", "Statistics",
@@ -872,12 +728,6 @@ static void gst_cuda_sink_ipc_class_init(GstCudaSinkIpcClass* klass) {
 }
 
 static void gst_cuda_sink_ipc_init(GstCudaSinkIpc* self) {
-  self->settings = new Settings();
-  self->state = new State();
-  self->producer_lock = new std::mutex();
-  new (&self->frames_rendered) std::atomic<guint64>(0);
-  new (&self->copies) std::atomic<guint64>(0);
-  new (&self->pool_generation) std::atomic<guint64>(0);
-  new (&self->pool_rollovers) std::atomic<guint64>(0);
+  self->priv = new SinkPrivate(GST_ELEMENT(self));
   gst_base_sink_set_sync(GST_BASE_SINK(self), TRUE);
 }

@@ -6,7 +6,8 @@
 
 G_BEGIN_DECLS
 
-// "GstCudaSinkIpc", not "GstCudaIpcSink": that name belongs to GStreamer's nvcodec.
+// C type GstCudaSinkIpc, GType "GstCudaSink-ipc" (default instance names "cudasink-ipc0");
+// never "GstCudaIpcSink", which belongs to GStreamer's nvcodec.
 #define GST_TYPE_CUDA_SINK_IPC (gst_cuda_sink_ipc_get_type())
 G_DECLARE_FINAL_TYPE(GstCudaSinkIpc, gst_cuda_sink_ipc, GST, CUDA_SINK_IPC, GstBaseSink)
 

@@ -6,7 +6,8 @@
 
 G_BEGIN_DECLS
 
-// "GstCudaSrcIpc", not "GstCudaIpcSrc": that name belongs to GStreamer's nvcodec.
+// C type GstCudaSrcIpc, GType "GstCudaSrc-ipc" (default instance names "cudasrc-ipc0");
+// never "GstCudaIpcSrc", which belongs to GStreamer's nvcodec.
 #define GST_TYPE_CUDA_SRC_IPC (gst_cuda_src_ipc_get_type())
 G_DECLARE_FINAL_TYPE(GstCudaSrcIpc, gst_cuda_src_ipc, GST, CUDA_SRC_IPC, GstPushSrc)
 

@@ -46,13 +46,15 @@
 #include <memory>
 #include <string>
 
+#include "formats.h"
 #include "v4l2capture.h"
 #include "v4l2stream.h"
 
 // Not static: v4l2stream.cpp logs to it too.
-GST_DEBUG_CATEGORY(gst_cipc_v4l2_src_debug);
-#define GST_CAT_DEFAULT gst_cipc_v4l2_src_debug
+GST_DEBUG_CATEGORY(gst_cuda_v4l2_src_debug);
+#define GST_CAT_DEFAULT gst_cuda_v4l2_src_debug
 
+namespace cb = cipc_bayer;
 namespace cv = cipc_v4l2;
 
 enum {
@@ -79,10 +81,6 @@ typedef enum {
 #define MAX_FRAME_TIMEOUT_MS 3600000
 // While every buffer is downstream, look for returned ones this often.
 #define STARVED_POLL_MS 10
-
-#define BAYER_FORMATS                                                                  \
-  "{ rggb10le, grbg10le, gbrg10le, bggr10le, rggb12le, grbg12le, gbrg12le, bggr12le, " \
-  "rggb, grbg, gbrg, bggr }"
 
 namespace {
 
@@ -112,7 +110,7 @@ struct State {
 
   // Negotiated, streaming thread (set_caps, decide_allocation, create).
   cv::Format format{};
-  const cv::BayerFormat* bayer = nullptr;
+  const cb::BayerFormat* bayer = nullptr;
   cv::Fraction rate{};
   GstClockTime duration = GST_CLOCK_TIME_NONE;  // object lock (latency query)
   guint buffer_count = 0;                       // object lock (latency query)
@@ -145,7 +143,7 @@ GType io_mode_get_type() {
          "MMAP: the driver's own buffers, pushed without a copy and requeued when released",
          "mmap"},
         {0, nullptr, nullptr}};
-    return g_enum_register_static("GstCipcV4l2SrcIoMode", values);
+    return g_enum_register_static("GstCudaV4l2SrcIoMode", values);
   }();
   return type;
 }
@@ -211,7 +209,7 @@ GstCaps* caps_from_formats(const std::vector<cv::FormatDescription>& formats,
   GstCaps* caps = gst_caps_new_empty();
   for (int pass = 0; pass < 2; ++pass) {
     for (const cv::FormatDescription& fd : formats) {
-      const cv::BayerFormat* bayer = cv::bayer_format_from_fourcc(fd.fourcc);
+      const cb::BayerFormat* bayer = cb::bayer_format_from_fourcc(fd.fourcc);
       if (!bayer || (fd.fourcc == preferred_fourcc) != (pass == 0)) continue;
       for (const cv::FrameSize& size : fd.sizes) {
         GstStructure* s =
@@ -228,7 +226,7 @@ GstCaps* caps_from_formats(const std::vector<cv::FormatDescription>& formats,
 
 // Lower is better: the driver's current format, else 10-bit, 12-bit, 8-bit.
 int format_rank(const char* name, uint32_t preferred_fourcc) {
-  const cv::BayerFormat* f = name ? cv::bayer_format_from_caps_name(name) : nullptr;
+  const cb::BayerFormat* f = name ? cb::bayer_format_from_caps_name(name) : nullptr;
   if (!f) return 9;
   if (f->fourcc == preferred_fourcc) return 0;
   return f->bits == 10 ? 1 : f->bits == 12 ? 2 : 3;
@@ -236,76 +234,81 @@ int format_rank(const char* name, uint32_t preferred_fourcc) {
 
 }  // namespace
 
-struct _GstCipcV4l2Src {
-  GstPushSrc parent;
-  Settings* settings;  // object lock
-  Stats* stats;        // object lock
-  State* state;
+// Everything the element owns, in one place; members clean up after themselves.
+struct CudaV4l2SrcPrivate {
+  Settings settings;  // object lock
+  Stats stats;        // object lock
+  State state;
 };
 
-static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE(
-    "src", GST_PAD_SRC, GST_PAD_ALWAYS,
-    GST_STATIC_CAPS("video/x-bayer, format = (string) " BAYER_FORMATS
-                    ", width = (int) [ 1, max ], height = (int) [ 1, max ], "
-                    "framerate = (fraction) [ 0, max ]"));
+struct _GstCudaV4l2Src {
+  GstPushSrc parent;
+  CudaV4l2SrcPrivate* priv;
+};
 
-G_DEFINE_TYPE(GstCipcV4l2Src, gst_cipc_v4l2_src, GST_TYPE_PUSH_SRC)
-GST_ELEMENT_REGISTER_DEFINE(cudav4l2src, "cudav4l2src", GST_RANK_NONE, GST_TYPE_CIPC_V4L2_SRC)
+// The src template: every format of bayer/formats.h, 10-bit first, any size and rate.
+static GstCaps* template_caps() {
+  GValue formats = G_VALUE_INIT;
+  gst_value_list_init(&formats, 0);
+  for (unsigned bits : {10u, 12u, 8u}) {
+    for (const cb::BayerFormat& f : cb::bayer_formats()) {
+      if (f.bits != bits) continue;
+      GValue name = G_VALUE_INIT;
+      g_value_init(&name, G_TYPE_STRING);
+      g_value_set_static_string(&name, f.caps_name);
+      gst_value_list_append_and_take_value(&formats, &name);
+    }
+  }
+  GstCaps* caps = gst_caps_new_simple("video/x-bayer", "width", GST_TYPE_INT_RANGE, 1, G_MAXINT,
+                                      "height", GST_TYPE_INT_RANGE, 1, G_MAXINT, "framerate",
+                                      GST_TYPE_FRACTION_RANGE, 0, 1, G_MAXINT, 1, nullptr);
+  gst_structure_take_value(gst_caps_get_structure(caps, 0), "format", &formats);
+  return caps;
+}
 
-static Settings snapshot_settings(GstCipcV4l2Src* self) {
+G_DEFINE_TYPE(GstCudaV4l2Src, gst_cuda_v4l2_src, GST_TYPE_PUSH_SRC)
+GST_ELEMENT_REGISTER_DEFINE(cudav4l2src, "cudav4l2src", GST_RANK_NONE, GST_TYPE_CUDA_V4L2_SRC)
+
+static Settings snapshot_settings(GstCudaV4l2Src* self) {
   GST_OBJECT_LOCK(self);
-  Settings s = *self->settings;
+  Settings s = self->priv->settings;
   GST_OBJECT_UNLOCK(self);
   return s;
 }
 
 // Posts `error` as an element error whose code matches its kind.
-static void post_error(GstCipcV4l2Src* self, const cv::Error& error) {
-  self->state->error_posted = true;
+static void post_error(GstCudaV4l2Src* self, const cv::Error& error) {
+  self->priv->state.error_posted = true;
   const char* text = error.message.c_str();
   const char* debug = error.detail.empty() ? "-" : error.detail.c_str();
 #define CIPC_POST(code) GST_ELEMENT_ERROR(self, RESOURCE, code, ("%s", text), ("%s", debug))
   switch (error.kind) {
     case cv::ErrorKind::kNotFound:
     case cv::ErrorKind::kNotV4l2:
-    case cv::ErrorKind::kNotCapture:
-      CIPC_POST(NOT_FOUND);
-      break;
-    case cv::ErrorKind::kPermission:
-      CIPC_POST(OPEN_READ_WRITE);
-      break;
-    case cv::ErrorKind::kBusy:
-      CIPC_POST(BUSY);
-      break;
-    case cv::ErrorKind::kUnsupported:
-      CIPC_POST(SETTINGS);
-      break;
-    case cv::ErrorKind::kNoMemory:
-      CIPC_POST(NO_SPACE_LEFT);
-      break;
+    case cv::ErrorKind::kNotCapture: CIPC_POST(NOT_FOUND); break;
+    case cv::ErrorKind::kPermission: CIPC_POST(OPEN_READ_WRITE); break;
+    case cv::ErrorKind::kBusy: CIPC_POST(BUSY); break;
+    case cv::ErrorKind::kUnsupported: CIPC_POST(SETTINGS); break;
+    case cv::ErrorKind::kNoMemory: CIPC_POST(NO_SPACE_LEFT); break;
     case cv::ErrorKind::kDisconnected:
     case cv::ErrorKind::kStreamError:
-    case cv::ErrorKind::kTimeout:
-      CIPC_POST(READ);
-      break;
+    case cv::ErrorKind::kTimeout: CIPC_POST(READ); break;
     case cv::ErrorKind::kNone:
-    case cv::ErrorKind::kFailed:
-      CIPC_POST(FAILED);
-      break;
+    case cv::ErrorKind::kFailed: CIPC_POST(FAILED); break;
   }
 #undef CIPC_POST
 }
 
-static std::shared_ptr<cv::Device> current_device(GstCipcV4l2Src* self) {
+static std::shared_ptr<cv::Device> current_device(GstCudaV4l2Src* self) {
   GST_OBJECT_LOCK(self);
-  std::shared_ptr<cv::Device> device = self->state->device;
+  std::shared_ptr<cv::Device> device = self->priv->state.device;
   GST_OBJECT_UNLOCK(self);
   return device;
 }
 
 // Stops capturing and gives every buffer back (to the driver's free list or the pool).
-static void stop_stream(GstCipcV4l2Src* self) {
-  State& st = *self->state;
+static void stop_stream(GstCudaV4l2Src* self) {
+  State& st = self->priv->state;
   if (st.stream) {
     st.stream->stop();
     st.stream.reset();
@@ -323,18 +326,18 @@ static void stop_stream(GstCipcV4l2Src* self) {
   st.have_sequence = false;
 }
 
-static void close_device(GstCipcV4l2Src* self);
+static void close_device(GstCudaV4l2Src* self);
 
 // ---- GObject --------------------------------------------------------------------------------
 
-static void gst_cipc_v4l2_src_set_property(GObject* object, guint prop_id, const GValue* value,
+static void gst_cuda_v4l2_src_set_property(GObject* object, guint prop_id, const GValue* value,
                                            GParamSpec* pspec) {
-  auto* self = GST_CIPC_V4L2_SRC(object);
+  auto* self = GST_CUDA_V4L2_SRC(object);
   GST_OBJECT_LOCK(self);
-  Settings& s = *self->settings;
+  Settings& s = self->priv->settings;
   switch (prop_id) {
     case PROP_DEVICE: {
-      if (self->state->device) {
+      if (self->priv->state.device) {
         GST_WARNING_OBJECT(self, "the device is open: set 'device' in the NULL state");
         break;
       }
@@ -342,41 +345,25 @@ static void gst_cipc_v4l2_src_set_property(GObject* object, guint prop_id, const
       s.device = path ? path : DEFAULT_DEVICE;
       break;
     }
-    case PROP_IO_MODE:
-      s.io_mode = static_cast<GstCipcV4l2IoMode>(g_value_get_enum(value));
-      break;
-    case PROP_DRIVER_BUFFERS:
-      s.driver_buffers = g_value_get_uint(value);
-      break;
-    case PROP_FRAME_TIMEOUT:
-      s.frame_timeout_ms = g_value_get_uint(value);
-      break;
-    default:
-      G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
-      break;
+    case PROP_IO_MODE: s.io_mode = static_cast<GstCipcV4l2IoMode>(g_value_get_enum(value)); break;
+    case PROP_DRIVER_BUFFERS: s.driver_buffers = g_value_get_uint(value); break;
+    case PROP_FRAME_TIMEOUT: s.frame_timeout_ms = g_value_get_uint(value); break;
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK(self);
 }
 
-static void gst_cipc_v4l2_src_get_property(GObject* object, guint prop_id, GValue* value,
+static void gst_cuda_v4l2_src_get_property(GObject* object, guint prop_id, GValue* value,
                                            GParamSpec* pspec) {
-  auto* self = GST_CIPC_V4L2_SRC(object);
+  auto* self = GST_CUDA_V4L2_SRC(object);
   GST_OBJECT_LOCK(self);
-  const Settings& s = *self->settings;
-  const Stats& stats = *self->stats;
+  const Settings& s = self->priv->settings;
+  const Stats& stats = self->priv->stats;
   switch (prop_id) {
-    case PROP_DEVICE:
-      g_value_set_string(value, s.device.c_str());
-      break;
-    case PROP_IO_MODE:
-      g_value_set_enum(value, s.io_mode);
-      break;
-    case PROP_DRIVER_BUFFERS:
-      g_value_set_uint(value, s.driver_buffers);
-      break;
-    case PROP_FRAME_TIMEOUT:
-      g_value_set_uint(value, s.frame_timeout_ms);
-      break;
+    case PROP_DEVICE: g_value_set_string(value, s.device.c_str()); break;
+    case PROP_IO_MODE: g_value_set_enum(value, s.io_mode); break;
+    case PROP_DRIVER_BUFFERS: g_value_set_uint(value, s.driver_buffers); break;
+    case PROP_FRAME_TIMEOUT: g_value_set_uint(value, s.frame_timeout_ms); break;
     case PROP_STATS:
       g_value_take_boxed(
           value,
@@ -386,28 +373,24 @@ static void gst_cipc_v4l2_src_get_property(GObject* object, guint prop_id, GValu
                             stats.io_mode, "downstream-pool", G_TYPE_BOOLEAN,
                             static_cast<gboolean>(stats.downstream_pool), nullptr));
       break;
-    default:
-      G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
-      break;
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK(self);
 }
 
-static void gst_cipc_v4l2_src_finalize(GObject* object) {
-  auto* self = GST_CIPC_V4L2_SRC(object);
+static void gst_cuda_v4l2_src_finalize(GObject* object) {
+  auto* self = GST_CUDA_V4L2_SRC(object);
   close_device(self);
-  delete self->state;
-  delete self->stats;
-  delete self->settings;
-  G_OBJECT_CLASS(gst_cipc_v4l2_src_parent_class)->finalize(object);
+  delete self->priv;
+  G_OBJECT_CLASS(gst_cuda_v4l2_src_parent_class)->finalize(object);
 }
 
 // ---- GstBaseSrc -----------------------------------------------------------------------------
 
 // NULL -> READY: opens the device and reads its modes into caps, so that a wrong device fails
 // the state change with one clear error and caps are known in READY (as with v4l2src).
-static bool open_device(GstCipcV4l2Src* self) {
-  State& st = *self->state;
+static bool open_device(GstCudaV4l2Src* self) {
+  State& st = self->priv->state;
   const Settings s = snapshot_settings(self);
   st.error_posted = false;
   st.warned_fallback = false;
@@ -458,8 +441,8 @@ static bool open_device(GstCipcV4l2Src* self) {
 }
 
 // READY -> NULL.
-static void close_device(GstCipcV4l2Src* self) {
-  State& st = *self->state;
+static void close_device(GstCudaV4l2Src* self) {
+  State& st = self->priv->state;
   stop_stream(self);
   GST_OBJECT_LOCK(self);
   // MMAP buffers still downstream keep the device open until they are freed.
@@ -472,36 +455,37 @@ static void close_device(GstCipcV4l2Src* self) {
   st.format = {};
 }
 
-static GstStateChangeReturn gst_cipc_v4l2_src_change_state(GstElement* element,
+static GstStateChangeReturn gst_cuda_v4l2_src_change_state(GstElement* element,
                                                            GstStateChange transition) {
-  auto* self = GST_CIPC_V4L2_SRC(element);
+  auto* self = GST_CUDA_V4L2_SRC(element);
   if (transition == GST_STATE_CHANGE_NULL_TO_READY && !open_device(self))
     return GST_STATE_CHANGE_FAILURE;
   const GstStateChangeReturn ret =
-      GST_ELEMENT_CLASS(gst_cipc_v4l2_src_parent_class)->change_state(element, transition);
+      GST_ELEMENT_CLASS(gst_cuda_v4l2_src_parent_class)->change_state(element, transition);
   if (transition == GST_STATE_CHANGE_READY_TO_NULL) close_device(self);
   return ret;
 }
 
-static gboolean gst_cipc_v4l2_src_start(GstBaseSrc* bsrc) {
-  auto* self = GST_CIPC_V4L2_SRC(bsrc);
+static gboolean gst_cuda_v4l2_src_start(GstBaseSrc* bsrc) {
+  auto* self = GST_CUDA_V4L2_SRC(bsrc);
   if (!current_device(self)) return FALSE;
   GST_OBJECT_LOCK(self);
-  *self->stats = Stats();
+  self->priv->stats = Stats();
   GST_OBJECT_UNLOCK(self);
-  self->state->flushing = false;
+  self->priv->state.flushing = false;
   return TRUE;
 }
 
-static gboolean gst_cipc_v4l2_src_stop(GstBaseSrc* bsrc) {
-  stop_stream(GST_CIPC_V4L2_SRC(bsrc));
+static gboolean gst_cuda_v4l2_src_stop(GstBaseSrc* bsrc) {
+  stop_stream(GST_CUDA_V4L2_SRC(bsrc));
   return TRUE;
 }
 
-static GstCaps* gst_cipc_v4l2_src_get_caps(GstBaseSrc* bsrc, GstCaps* filter) {
-  auto* self = GST_CIPC_V4L2_SRC(bsrc);
+static GstCaps* gst_cuda_v4l2_src_get_caps(GstBaseSrc* bsrc, GstCaps* filter) {
+  auto* self = GST_CUDA_V4L2_SRC(bsrc);
   GST_OBJECT_LOCK(self);
-  GstCaps* caps = self->state->probed_caps ? gst_caps_ref(self->state->probed_caps) : nullptr;
+  GstCaps* caps =
+      self->priv->state.probed_caps ? gst_caps_ref(self->priv->state.probed_caps) : nullptr;
   GST_OBJECT_UNLOCK(self);
   if (!caps) caps = gst_pad_get_pad_template_caps(GST_BASE_SRC_PAD(bsrc));
   if (filter) {
@@ -513,9 +497,9 @@ static GstCaps* gst_cipc_v4l2_src_get_caps(GstBaseSrc* bsrc, GstCaps* filter) {
 }
 
 // Picks the mode closest to the one the driver was in (its default), in the best format.
-static GstCaps* gst_cipc_v4l2_src_fixate(GstBaseSrc* bsrc, GstCaps* caps) {
-  auto* self = GST_CIPC_V4L2_SRC(bsrc);
-  const cv::Format& pref = self->state->preferred;
+static GstCaps* gst_cuda_v4l2_src_fixate(GstBaseSrc* bsrc, GstCaps* caps) {
+  auto* self = GST_CUDA_V4L2_SRC(bsrc);
+  const cv::Format& pref = self->priv->state.preferred;
   const gint want_w = pref.width ? clamp_int(pref.width) : 1920;
   const gint want_h = pref.height ? clamp_int(pref.height) : 1080;
 
@@ -546,18 +530,18 @@ static GstCaps* gst_cipc_v4l2_src_fixate(GstBaseSrc* bsrc, GstCaps* caps) {
   gst_structure_fixate_field_nearest_int(s, "height", want_h);
   if (gst_structure_has_field(s, "framerate"))
     gst_structure_fixate_field_nearest_fraction(s, "framerate", 30, 1);
-  return GST_BASE_SRC_CLASS(gst_cipc_v4l2_src_parent_class)->fixate(bsrc, chosen);
+  return GST_BASE_SRC_CLASS(gst_cuda_v4l2_src_parent_class)->fixate(bsrc, chosen);
 }
 
-static gboolean gst_cipc_v4l2_src_set_caps(GstBaseSrc* bsrc, GstCaps* caps) {
-  auto* self = GST_CIPC_V4L2_SRC(bsrc);
-  State& st = *self->state;
+static gboolean gst_cuda_v4l2_src_set_caps(GstBaseSrc* bsrc, GstCaps* caps) {
+  auto* self = GST_CUDA_V4L2_SRC(bsrc);
+  State& st = self->priv->state;
   std::shared_ptr<cv::Device> device = current_device(self);
   if (!device) return FALSE;
 
   const GstStructure* s = gst_caps_get_structure(caps, 0);
   const char* format = gst_structure_get_string(s, "format");
-  const cv::BayerFormat* bayer = format ? cv::bayer_format_from_caps_name(format) : nullptr;
+  const cb::BayerFormat* bayer = format ? cb::bayer_format_from_caps_name(format) : nullptr;
   gint width = 0, height = 0, rate_num = 0, rate_den = 1;
   if (!bayer || !gst_structure_get_int(s, "width", &width) ||
       !gst_structure_get_int(s, "height", &height) || width < 1 || height < 1) {
@@ -620,7 +604,7 @@ static GstBufferPool* make_own_pool(GstCaps* caps, size_t size_image, guint coun
 
 // Configures and activates downstream's pool for USERPTR capture; false (pool left inactive)
 // if it cannot deliver suitable buffers.
-static bool use_downstream_pool(GstCipcV4l2Src* self, GstBufferPool* pool, GstCaps* caps,
+static bool use_downstream_pool(GstCudaV4l2Src* self, GstBufferPool* pool, GstCaps* caps,
                                 size_t size_image, guint count, guint* size, guint* min,
                                 guint* max) {
   *size = std::max<guint>(*size, static_cast<guint>(size_image));
@@ -664,9 +648,9 @@ static void clear_allocation_pools(GstQuery* query) {
 
 // Sets up the driver's buffer queue: USERPTR into downstream's pool or ours, or MMAP. Only the
 // pool we capture into is left in the query (basesrc then activates and deactivates it).
-static gboolean gst_cipc_v4l2_src_decide_allocation(GstBaseSrc* bsrc, GstQuery* query) {
-  auto* self = GST_CIPC_V4L2_SRC(bsrc);
-  State& st = *self->state;
+static gboolean gst_cuda_v4l2_src_decide_allocation(GstBaseSrc* bsrc, GstQuery* query) {
+  auto* self = GST_CUDA_V4L2_SRC(bsrc);
+  State& st = self->priv->state;
   const Settings s = snapshot_settings(self);
   std::shared_ptr<cv::Device> device = current_device(self);
   if (!device || !st.bayer) return FALSE;
@@ -675,7 +659,7 @@ static gboolean gst_cipc_v4l2_src_decide_allocation(GstBaseSrc* bsrc, GstQuery* 
   GstCaps* caps = nullptr;
   gst_query_parse_allocation(query, &caps, nullptr);
   st.downstream_meta = gst_query_find_allocation_meta(query, GST_VIDEO_META_API_TYPE, nullptr);
-  st.repack = cv::stride_needs_video_meta(*st.bayer, st.format.width, st.format.bytes_per_line) &&
+  st.repack = cb::stride_needs_video_meta(*st.bayer, st.format.width, st.format.bytes_per_line) &&
               !st.downstream_meta;
   const size_t size_image = st.format.size_image;
   cv::Error error;
@@ -712,8 +696,8 @@ static gboolean gst_cipc_v4l2_src_decide_allocation(GstBaseSrc* bsrc, GstQuery* 
           device, st.downstream_pool ? st.downstream_pool : st.own_pool, count, size_image);
       GST_OBJECT_LOCK(self);
       st.buffer_count = count;
-      self->stats->io_mode = "userptr";
-      self->stats->downstream_pool = st.downstream_pool != nullptr;
+      self->priv->stats.io_mode = "userptr";
+      self->priv->stats.downstream_pool = st.downstream_pool != nullptr;
       GST_OBJECT_UNLOCK(self);
       GST_INFO_OBJECT(self, "USERPTR capture into %s pool, %u driver buffers, %s",
                       st.downstream_pool ? "downstream's" : "our own", count,
@@ -747,22 +731,22 @@ static gboolean gst_cipc_v4l2_src_decide_allocation(GstBaseSrc* bsrc, GstQuery* 
   st.stream = cv::make_mmap_stream(device, count);
   GST_OBJECT_LOCK(self);
   st.buffer_count = count;
-  self->stats->io_mode = "mmap";
-  self->stats->downstream_pool = false;
+  self->priv->stats.io_mode = "mmap";
+  self->priv->stats.downstream_pool = false;
   GST_OBJECT_UNLOCK(self);
   GST_INFO_OBJECT(self, "MMAP capture, %u driver buffers", count);
   return TRUE;
 }
 
-static gboolean gst_cipc_v4l2_src_negotiate(GstBaseSrc* bsrc) {
-  auto* self = GST_CIPC_V4L2_SRC(bsrc);
-  if (GST_BASE_SRC_CLASS(gst_cipc_v4l2_src_parent_class)->negotiate(bsrc)) return TRUE;
-  if (!self->state->error_posted) {
+static gboolean gst_cuda_v4l2_src_negotiate(GstBaseSrc* bsrc) {
+  auto* self = GST_CUDA_V4L2_SRC(bsrc);
+  if (GST_BASE_SRC_CLASS(gst_cuda_v4l2_src_parent_class)->negotiate(bsrc)) return TRUE;
+  if (!self->priv->state.error_posted) {
     // Say which device and what it offers, instead of basesrc's bare "not-negotiated".
     GstCaps* peer = gst_pad_peer_query_caps(GST_BASE_SRC_PAD(bsrc), nullptr);
-    GstCaps* ours = gst_cipc_v4l2_src_get_caps(bsrc, nullptr);
+    GstCaps* ours = gst_cuda_v4l2_src_get_caps(bsrc, nullptr);
     const Settings s = snapshot_settings(self);
-    self->state->error_posted = true;
+    self->priv->state.error_posted = true;
     GST_ELEMENT_ERROR(
         self, STREAM, FORMAT,
         ("Device '%s' cannot deliver a format, size and rate that downstream "
@@ -775,13 +759,13 @@ static gboolean gst_cipc_v4l2_src_negotiate(GstBaseSrc* bsrc) {
   return FALSE;
 }
 
-static gboolean gst_cipc_v4l2_src_query(GstBaseSrc* bsrc, GstQuery* query) {
-  auto* self = GST_CIPC_V4L2_SRC(bsrc);
+static gboolean gst_cuda_v4l2_src_query(GstBaseSrc* bsrc, GstQuery* query) {
+  auto* self = GST_CUDA_V4L2_SRC(bsrc);
   if (GST_QUERY_TYPE(query) == GST_QUERY_LATENCY) {
     GST_OBJECT_LOCK(self);
-    const bool open = self->state->device != nullptr;
-    const GstClockTime duration = self->state->duration;
-    const guint count = self->state->buffer_count;
+    const bool open = self->priv->state.device != nullptr;
+    const GstClockTime duration = self->priv->state.duration;
+    const guint count = self->priv->state.buffer_count;
     GST_OBJECT_UNLOCK(self);
     if (!open) return FALSE;
     // A frame is complete one frame time after its exposure began; the driver can hold up to
@@ -794,19 +778,19 @@ static gboolean gst_cipc_v4l2_src_query(GstBaseSrc* bsrc, GstQuery* query) {
                      GST_TIME_ARGS(min), GST_TIME_ARGS(max));
     return TRUE;
   }
-  return GST_BASE_SRC_CLASS(gst_cipc_v4l2_src_parent_class)->query(bsrc, query);
+  return GST_BASE_SRC_CLASS(gst_cuda_v4l2_src_parent_class)->query(bsrc, query);
 }
 
-static gboolean gst_cipc_v4l2_src_unlock(GstBaseSrc* bsrc) {
-  auto* self = GST_CIPC_V4L2_SRC(bsrc);
-  self->state->flushing = true;
+static gboolean gst_cuda_v4l2_src_unlock(GstBaseSrc* bsrc) {
+  auto* self = GST_CUDA_V4L2_SRC(bsrc);
+  self->priv->state.flushing = true;
   if (std::shared_ptr<cv::Device> device = current_device(self)) device->interrupt();
   return TRUE;
 }
 
-static gboolean gst_cipc_v4l2_src_unlock_stop(GstBaseSrc* bsrc) {
-  auto* self = GST_CIPC_V4L2_SRC(bsrc);
-  self->state->flushing = false;
+static gboolean gst_cuda_v4l2_src_unlock_stop(GstBaseSrc* bsrc) {
+  auto* self = GST_CUDA_V4L2_SRC(bsrc);
+  self->priv->state.flushing = false;
   if (std::shared_ptr<cv::Device> device = current_device(self)) device->clear_interrupt();
   return TRUE;
 }
@@ -821,7 +805,7 @@ static GstClockTime monotonic_now() {
 
 // Running time of the frame: the driver's CLOCK_MONOTONIC stamp moved onto the pipeline clock
 // (for the default system clock the two are the same clock), else the clock time now.
-static GstClockTime running_time_of(GstCipcV4l2Src* self, const cv::Frame& frame) {
+static GstClockTime running_time_of(GstCudaV4l2Src* self, const cv::Frame& frame) {
   GstClock* clock = gst_element_get_clock(GST_ELEMENT(self));
   if (!clock) return GST_CLOCK_TIME_NONE;
   const GstClockTime base = gst_element_get_base_time(GST_ELEMENT(self));
@@ -840,8 +824,8 @@ static GstClockTime running_time_of(GstCipcV4l2Src* self, const cv::Frame& frame
 // A copy of `buffer` with rows GST_ROUND_UP_4 (width) samples apart, for a downstream that
 // assumes that stride and cannot read GstVideoMeta.
 static GstBuffer* repacked(const State& st, GstBuffer* buffer) {
-  const size_t out_stride = cv::implicit_stride(*st.bayer, st.format.width);
-  const size_t row = cv::tight_stride(*st.bayer, st.format.width);
+  const size_t out_stride = cb::implicit_stride(*st.bayer, st.format.width);
+  const size_t row = cb::tight_stride(*st.bayer, st.format.width);
   GstBuffer* out = gst_buffer_new_allocate(nullptr, out_stride * st.format.height, nullptr);
   GstMapInfo in_map, out_map;
   if (!out || !gst_buffer_map(buffer, &in_map, GST_MAP_READ)) {
@@ -865,9 +849,9 @@ static GstBuffer* repacked(const State& st, GstBuffer* buffer) {
   return out;
 }
 
-static bool start_streaming(GstCipcV4l2Src* self, const std::shared_ptr<cv::Device>& device,
+static bool start_streaming(GstCudaV4l2Src* self, const std::shared_ptr<cv::Device>& device,
                             cv::Error* error) {
-  State& st = *self->state;
+  State& st = self->priv->state;
   if (st.stream->start(error)) return true;
   // Only a refused buffer says anything about downstream's memory.
   if (!st.downstream_pool || error->kind != cv::ErrorKind::kFailed) return false;
@@ -895,14 +879,14 @@ static bool start_streaming(GstCipcV4l2Src* self, const std::shared_ptr<cv::Devi
   }
   st.stream = cv::make_userptr_stream(device, st.own_pool, count, st.format.size_image);
   GST_OBJECT_LOCK(self);
-  self->stats->downstream_pool = false;
+  self->priv->stats.downstream_pool = false;
   GST_OBJECT_UNLOCK(self);
   return st.stream->start(error);
 }
 
-static GstFlowReturn gst_cipc_v4l2_src_create(GstPushSrc* psrc, GstBuffer** out) {
-  auto* self = GST_CIPC_V4L2_SRC(psrc);
-  State& st = *self->state;
+static GstFlowReturn gst_cuda_v4l2_src_create(GstPushSrc* psrc, GstBuffer** out) {
+  auto* self = GST_CUDA_V4L2_SRC(psrc);
+  State& st = self->priv->state;
   std::shared_ptr<cv::Device> device = current_device(self);
   if (!device || !st.stream) return GST_FLOW_NOT_NEGOTIATED;
   const Settings s = snapshot_settings(self);
@@ -938,11 +922,8 @@ static GstFlowReturn gst_cipc_v4l2_src_create(GstPushSrc* psrc, GstBuffer** out)
     // With every buffer downstream there is nothing to time out on: wait for one to return.
     const bool starved = st.stream->queued() == 0;
     switch (device->wait_for_frame(starved ? STARVED_POLL_MS : timeout_ms, &error)) {
-      case cv::WaitResult::kInterrupted:
-        return GST_FLOW_FLUSHING;
-      case cv::WaitResult::kError:
-        post_error(self, error);
-        return GST_FLOW_ERROR;
+      case cv::WaitResult::kInterrupted: return GST_FLOW_FLUSHING;
+      case cv::WaitResult::kError: post_error(self, error); return GST_FLOW_ERROR;
       case cv::WaitResult::kTimeout:
         if (starved) continue;
         error.kind = cv::ErrorKind::kTimeout;
@@ -951,8 +932,7 @@ static GstFlowReturn gst_cipc_v4l2_src_create(GstPushSrc* psrc, GstBuffer** out)
         error.detail = "frame-timeout expired; the sensor may be stopped or unplugged";
         post_error(self, error);
         return GST_FLOW_ERROR;
-      case cv::WaitResult::kReady:
-        break;
+      case cv::WaitResult::kReady: break;
     }
     if (st.stream->dequeue(frame_bytes, &frame, &buffer, &error)) break;
     if (error) {
@@ -1015,7 +995,7 @@ static GstFlowReturn gst_cipc_v4l2_src_create(GstPushSrc* psrc, GstBuffer** out)
   }
 
   GST_OBJECT_LOCK(self);
-  Stats& stats = *self->stats;
+  Stats& stats = self->priv->stats;
   ++stats.frames;
   stats.drops += dropped;
   if (corrupted) ++stats.corrupted;
@@ -1030,14 +1010,14 @@ static GstFlowReturn gst_cipc_v4l2_src_create(GstPushSrc* psrc, GstBuffer** out)
 
 // ---- Class ----------------------------------------------------------------------------------
 
-static void gst_cipc_v4l2_src_class_init(GstCipcV4l2SrcClass* klass) {
+static void gst_cuda_v4l2_src_class_init(GstCudaV4l2SrcClass* klass) {
   auto* object_class = G_OBJECT_CLASS(klass);
   auto* element_class = GST_ELEMENT_CLASS(klass);
   auto* base_class = GST_BASE_SRC_CLASS(klass);
   auto* push_class = GST_PUSH_SRC_CLASS(klass);
-  object_class->set_property = gst_cipc_v4l2_src_set_property;
-  object_class->get_property = gst_cipc_v4l2_src_get_property;
-  object_class->finalize = gst_cipc_v4l2_src_finalize;
+  object_class->set_property = gst_cuda_v4l2_src_set_property;
+  object_class->get_property = gst_cuda_v4l2_src_get_property;
+  object_class->finalize = gst_cuda_v4l2_src_finalize;
 
   const auto rw_ready = static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
                                                  GST_PARAM_MUTABLE_READY);
@@ -1082,30 +1062,31 @@ static void gst_cipc_v4l2_src_class_init(GstCipcV4l2SrcClass* klass) {
       "Captures 8-, 10- and 12-bit Bayer video from a V4L2 device, into downstream's buffers "
       "(USERPTR) where it can",
       "gst-cudaipc developers");
-  gst_element_class_add_static_pad_template(element_class, &src_template);
+  GstCaps* caps = template_caps();
+  gst_element_class_add_pad_template(
+      element_class, gst_pad_template_new("src", GST_PAD_SRC, GST_PAD_ALWAYS, caps));
+  gst_caps_unref(caps);
 
-  element_class->change_state = GST_DEBUG_FUNCPTR(gst_cipc_v4l2_src_change_state);
-  base_class->start = GST_DEBUG_FUNCPTR(gst_cipc_v4l2_src_start);
-  base_class->stop = GST_DEBUG_FUNCPTR(gst_cipc_v4l2_src_stop);
-  base_class->get_caps = GST_DEBUG_FUNCPTR(gst_cipc_v4l2_src_get_caps);
-  base_class->fixate = GST_DEBUG_FUNCPTR(gst_cipc_v4l2_src_fixate);
-  base_class->set_caps = GST_DEBUG_FUNCPTR(gst_cipc_v4l2_src_set_caps);
-  base_class->negotiate = GST_DEBUG_FUNCPTR(gst_cipc_v4l2_src_negotiate);
-  base_class->decide_allocation = GST_DEBUG_FUNCPTR(gst_cipc_v4l2_src_decide_allocation);
-  base_class->query = GST_DEBUG_FUNCPTR(gst_cipc_v4l2_src_query);
-  base_class->unlock = GST_DEBUG_FUNCPTR(gst_cipc_v4l2_src_unlock);
-  base_class->unlock_stop = GST_DEBUG_FUNCPTR(gst_cipc_v4l2_src_unlock_stop);
-  push_class->create = GST_DEBUG_FUNCPTR(gst_cipc_v4l2_src_create);
+  element_class->change_state = GST_DEBUG_FUNCPTR(gst_cuda_v4l2_src_change_state);
+  base_class->start = GST_DEBUG_FUNCPTR(gst_cuda_v4l2_src_start);
+  base_class->stop = GST_DEBUG_FUNCPTR(gst_cuda_v4l2_src_stop);
+  base_class->get_caps = GST_DEBUG_FUNCPTR(gst_cuda_v4l2_src_get_caps);
+  base_class->fixate = GST_DEBUG_FUNCPTR(gst_cuda_v4l2_src_fixate);
+  base_class->set_caps = GST_DEBUG_FUNCPTR(gst_cuda_v4l2_src_set_caps);
+  base_class->negotiate = GST_DEBUG_FUNCPTR(gst_cuda_v4l2_src_negotiate);
+  base_class->decide_allocation = GST_DEBUG_FUNCPTR(gst_cuda_v4l2_src_decide_allocation);
+  base_class->query = GST_DEBUG_FUNCPTR(gst_cuda_v4l2_src_query);
+  base_class->unlock = GST_DEBUG_FUNCPTR(gst_cuda_v4l2_src_unlock);
+  base_class->unlock_stop = GST_DEBUG_FUNCPTR(gst_cuda_v4l2_src_unlock_stop);
+  push_class->create = GST_DEBUG_FUNCPTR(gst_cuda_v4l2_src_create);
 
-  GST_DEBUG_CATEGORY_INIT(gst_cipc_v4l2_src_debug, "cudav4l2src", 0,
+  GST_DEBUG_CATEGORY_INIT(gst_cuda_v4l2_src_debug, "cudav4l2src", 0,
                           "V4L2 Bayer capture (cudav4l2src)");
   gst_type_mark_as_plugin_api(io_mode_get_type(), static_cast<GstPluginAPIFlags>(0));
 }
 
-static void gst_cipc_v4l2_src_init(GstCipcV4l2Src* self) {
-  self->settings = new Settings();
-  self->stats = new Stats();
-  self->state = new State();
+static void gst_cuda_v4l2_src_init(GstCudaV4l2Src* self) {
+  self->priv = new CudaV4l2SrcPrivate();
   gst_base_src_set_live(GST_BASE_SRC(self), TRUE);
   gst_base_src_set_format(GST_BASE_SRC(self), GST_FORMAT_TIME);
   gst_base_src_set_do_timestamp(GST_BASE_SRC(self), FALSE);

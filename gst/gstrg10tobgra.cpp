@@ -41,16 +41,19 @@
 #include <string>
 
 #include "bayercaps.h"
+#include "cuda_slots.h"
+#include "cudaframes.h"
 #include "cudaipc/gstcudaipcmemory.h"
-#include "cudaslot.h"
 #include "debayer_gpu.h"
+#include "device.h"
 #include "enums.h"
 #include "pinnedmemory.h"
+#include "release_worker.h"
 #include "slotmemory.h"
 #include "slotpool.h"
 
-GST_DEBUG_CATEGORY_STATIC(gst_cipc_rg10_to_bgra_debug);
-#define GST_CAT_DEFAULT gst_cipc_rg10_to_bgra_debug
+GST_DEBUG_CATEGORY_STATIC(gst_rg10_to_bgra_debug);
+#define GST_CAT_DEFAULT gst_rg10_to_bgra_debug
 
 enum {
   PROP_0,
@@ -113,7 +116,7 @@ struct State {
   cipc_cuda::GpuDebayer debayer;
   // Negotiated.
   bool configured = false;
-  cipc_cuda::BayerPhase phase = cipc_cuda::BayerPhase::kRGGB;
+  cipc_bayer::CfaOrder phase = cipc_bayer::CfaOrder::kRGGB;
   GstVideoInfo out_info;
   bool cuda_output = false;             // memory:CUDAIPCMemory downstream
   GstBufferPool* input_pool = nullptr;  // offered upstream: pinned, CUDA-mapped
@@ -129,12 +132,11 @@ struct Counters {
   std::atomic<guint64> downloads{0};
 };
 
-cipc_cuda::DebayerParams debayer_params(const Settings& s, cipc_cuda::BayerPhase phase,
+cipc_cuda::DebayerParams debayer_params(const Settings& s, cipc_bayer::CfaOrder phase,
                                         GstVideoFormat out_format) {
   cipc_cuda::DebayerParams p;
   p.phase = phase;
-  p.alignment = s.bit_alignment == GST_CIPC_BIT_ALIGNMENT_MSB ? cipc_cuda::BitAlignment::kMsb
-                                                              : cipc_cuda::BitAlignment::kLsb;
+  p.alignment = gst_cipc_bit_alignment_to_bayer(s.bit_alignment);
   p.method = s.method == GST_CIPC_DEMOSAIC_BILINEAR ? cipc_cuda::Demosaic::kBilinear
                                                     : cipc_cuda::Demosaic::kMhc;
   p.black_level = static_cast<uint16_t>(s.black_level);
@@ -157,18 +159,23 @@ void* as_ptr(cipc_cuda::DevicePtr p) {
 
 // Grows `buffer` to at least `size` bytes on `device`.
 cipc_cuda::Status ensure_staging(cipc_cuda::DeviceBuffer& buffer, int device, size_t size) {
-  if (buffer.ptr() && buffer.size() >= size) return cipc_cuda::Status::success();
+  if (buffer.ptr() && buffer.size() >= size) return cipc_cuda::Status::ok();
   buffer = cipc_cuda::DeviceBuffer();
   return cipc_cuda::DeviceBuffer::create(device, size, &buffer);
 }
 
 }  // namespace
 
-struct _GstCipcRg10ToBgra {
+// Everything the element owns, in one place; members clean up after themselves.
+struct Rg10ToBgraPrivate {
+  Settings settings;  // under the object lock
+  State state;        // start/stop, set_caps, allocation queries and the streaming thread
+  Counters counters;
+};
+
+struct _GstRg10ToBgra {
   GstBaseTransform parent;
-  Settings* settings;  // under the object lock
-  State* state;        // start/stop, set_caps, allocation queries and the streaming thread
-  Counters* counters;
+  Rg10ToBgraPrivate* priv;
 };
 
 static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE(
@@ -182,20 +189,21 @@ static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE(
     GST_STATIC_CAPS(GST_VIDEO_CAPS_MAKE_WITH_FEATURES(
         GST_CAPS_FEATURE_MEMORY_CUDA_IPC, OUT_FORMATS) ";" GST_VIDEO_CAPS_MAKE(OUT_FORMATS)));
 
-G_DEFINE_TYPE(GstCipcRg10ToBgra, gst_cipc_rg10_to_bgra, GST_TYPE_BASE_TRANSFORM)
-GST_ELEMENT_REGISTER_DEFINE(rg10tobgra, "rg10tobgra", GST_RANK_NONE, GST_TYPE_CIPC_RG10_TO_BGRA)
+G_DEFINE_TYPE(GstRg10ToBgra, gst_rg10_to_bgra, GST_TYPE_BASE_TRANSFORM)
+GST_ELEMENT_REGISTER_DEFINE(rg10tobgra, "rg10tobgra", GST_RANK_NONE, GST_TYPE_RG10_TO_BGRA)
 
-static Settings snapshot_settings(GstCipcRg10ToBgra* self) {
+static Settings snapshot_settings(GstRg10ToBgra* self) {
   GST_OBJECT_LOCK(self);
-  Settings s = *self->settings;
+  Settings s = self->priv->settings;
   GST_OBJECT_UNLOCK(self);
   return s;
 }
 
-static GstStructure* make_stats(GstCipcRg10ToBgra* self) {
-  const cipc_cuda::WbGains g =
-      self->state->debayer.valid() ? self->state->debayer.last_gains() : cipc_cuda::WbGains{};
-  const Counters& c = *self->counters;
+static GstStructure* make_stats(GstRg10ToBgra* self) {
+  const cipc_cuda::WbGains g = self->priv->state.debayer.valid()
+                                   ? self->priv->state.debayer.last_gains()
+                                   : cipc_cuda::WbGains{};
+  const Counters& c = self->priv->counters;
   return gst_structure_new("rg10tobgra-stats", "frames", G_TYPE_UINT64, c.frames.load(),
                            "input-copies", G_TYPE_UINT64, c.input_copies.load(), "downloads",
                            G_TYPE_UINT64, c.downloads.load(), "wb-red", G_TYPE_DOUBLE,
@@ -204,104 +212,54 @@ static GstStructure* make_stats(GstCipcRg10ToBgra* self) {
                            static_cast<gdouble>(g.blue), nullptr);
 }
 
-static void gst_cipc_rg10_to_bgra_set_property(GObject* object, guint prop_id, const GValue* value,
-                                               GParamSpec* pspec) {
-  auto* self = GST_CIPC_RG10_TO_BGRA(object);
+static void gst_rg10_to_bgra_set_property(GObject* object, guint prop_id, const GValue* value,
+                                          GParamSpec* pspec) {
+  auto* self = GST_RG10_TO_BGRA(object);
   GST_OBJECT_LOCK(self);
-  Settings& s = *self->settings;
+  Settings& s = self->priv->settings;
   switch (prop_id) {
     case PROP_BIT_ALIGNMENT:
       s.bit_alignment = static_cast<GstCipcBitAlignment>(g_value_get_enum(value));
       break;
-    case PROP_BLACK_LEVEL:
-      s.black_level = g_value_get_uint(value);
-      break;
-    case PROP_WB_MODE:
-      s.wb_mode = static_cast<GstCipcWhiteBalance>(g_value_get_enum(value));
-      break;
-    case PROP_WB_RED:
-      s.wb_red = g_value_get_double(value);
-      break;
-    case PROP_WB_GREEN:
-      s.wb_green = g_value_get_double(value);
-      break;
-    case PROP_WB_BLUE:
-      s.wb_blue = g_value_get_double(value);
-      break;
-    case PROP_METHOD:
-      s.method = static_cast<GstCipcDemosaic>(g_value_get_enum(value));
-      break;
-    case PROP_GAIN:
-      s.gain = g_value_get_double(value);
-      break;
-    case PROP_TRANSFER:
-      s.transfer = static_cast<GstCipcTransfer>(g_value_get_enum(value));
-      break;
-    case PROP_GAMMA:
-      s.gamma = g_value_get_double(value);
-      break;
-    case PROP_CUDA_DEVICE_ID:
-      s.cuda_device_id = g_value_get_int(value);
-      break;
-    case PROP_INPUT_POOL_SIZE:
-      s.input_pool_size = g_value_get_uint(value);
-      break;
-    default:
-      G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
-      break;
+    case PROP_BLACK_LEVEL: s.black_level = g_value_get_uint(value); break;
+    case PROP_WB_MODE: s.wb_mode = static_cast<GstCipcWhiteBalance>(g_value_get_enum(value)); break;
+    case PROP_WB_RED: s.wb_red = g_value_get_double(value); break;
+    case PROP_WB_GREEN: s.wb_green = g_value_get_double(value); break;
+    case PROP_WB_BLUE: s.wb_blue = g_value_get_double(value); break;
+    case PROP_METHOD: s.method = static_cast<GstCipcDemosaic>(g_value_get_enum(value)); break;
+    case PROP_GAIN: s.gain = g_value_get_double(value); break;
+    case PROP_TRANSFER: s.transfer = static_cast<GstCipcTransfer>(g_value_get_enum(value)); break;
+    case PROP_GAMMA: s.gamma = g_value_get_double(value); break;
+    case PROP_CUDA_DEVICE_ID: s.cuda_device_id = g_value_get_int(value); break;
+    case PROP_INPUT_POOL_SIZE: s.input_pool_size = g_value_get_uint(value); break;
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK(self);
 }
 
-static void gst_cipc_rg10_to_bgra_get_property(GObject* object, guint prop_id, GValue* value,
-                                               GParamSpec* pspec) {
-  auto* self = GST_CIPC_RG10_TO_BGRA(object);
+static void gst_rg10_to_bgra_get_property(GObject* object, guint prop_id, GValue* value,
+                                          GParamSpec* pspec) {
+  auto* self = GST_RG10_TO_BGRA(object);
   if (prop_id == PROP_STATS) {
     g_value_take_boxed(value, make_stats(self));
     return;
   }
   GST_OBJECT_LOCK(self);
-  const Settings& s = *self->settings;
+  const Settings& s = self->priv->settings;
   switch (prop_id) {
-    case PROP_BIT_ALIGNMENT:
-      g_value_set_enum(value, s.bit_alignment);
-      break;
-    case PROP_BLACK_LEVEL:
-      g_value_set_uint(value, s.black_level);
-      break;
-    case PROP_WB_MODE:
-      g_value_set_enum(value, s.wb_mode);
-      break;
-    case PROP_WB_RED:
-      g_value_set_double(value, s.wb_red);
-      break;
-    case PROP_WB_GREEN:
-      g_value_set_double(value, s.wb_green);
-      break;
-    case PROP_WB_BLUE:
-      g_value_set_double(value, s.wb_blue);
-      break;
-    case PROP_METHOD:
-      g_value_set_enum(value, s.method);
-      break;
-    case PROP_GAIN:
-      g_value_set_double(value, s.gain);
-      break;
-    case PROP_TRANSFER:
-      g_value_set_enum(value, s.transfer);
-      break;
-    case PROP_GAMMA:
-      g_value_set_double(value, s.gamma);
-      break;
-    case PROP_CUDA_DEVICE_ID:
-      g_value_set_int(value, s.cuda_device_id);
-      break;
-    case PROP_INPUT_POOL_SIZE:
-      g_value_set_uint(value, s.input_pool_size);
-      break;
-    default:
-      G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
-      break;
+    case PROP_BIT_ALIGNMENT: g_value_set_enum(value, s.bit_alignment); break;
+    case PROP_BLACK_LEVEL: g_value_set_uint(value, s.black_level); break;
+    case PROP_WB_MODE: g_value_set_enum(value, s.wb_mode); break;
+    case PROP_WB_RED: g_value_set_double(value, s.wb_red); break;
+    case PROP_WB_GREEN: g_value_set_double(value, s.wb_green); break;
+    case PROP_WB_BLUE: g_value_set_double(value, s.wb_blue); break;
+    case PROP_METHOD: g_value_set_enum(value, s.method); break;
+    case PROP_GAIN: g_value_set_double(value, s.gain); break;
+    case PROP_TRANSFER: g_value_set_enum(value, s.transfer); break;
+    case PROP_GAMMA: g_value_set_double(value, s.gamma); break;
+    case PROP_CUDA_DEVICE_ID: g_value_set_int(value, s.cuda_device_id); break;
+    case PROP_INPUT_POOL_SIZE: g_value_set_uint(value, s.input_pool_size); break;
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK(self);
 }
@@ -318,28 +276,37 @@ static void drop_input_pool(State& st) {
   }
 }
 
-static void gst_cipc_rg10_to_bgra_finalize(GObject* object) {
-  auto* self = GST_CIPC_RG10_TO_BGRA(object);
-  drop_input_pool(*self->state);
-  delete self->settings;
-  delete self->state;
-  delete self->counters;
-  G_OBJECT_CLASS(gst_cipc_rg10_to_bgra_parent_class)->finalize(object);
+static void gst_rg10_to_bgra_finalize(GObject* object) {
+  auto* self = GST_RG10_TO_BGRA(object);
+  drop_input_pool(self->priv->state);
+  delete self->priv;
+  G_OBJECT_CLASS(gst_rg10_to_bgra_parent_class)->finalize(object);
 }
 
-static gboolean cuda_failure(GstCipcRg10ToBgra* self, const char* what,
-                             const cipc_cuda::Status& s) {
+static gboolean cuda_failure(GstRg10ToBgra* self, const char* what, const cipc_cuda::Status& s) {
   GST_ELEMENT_ERROR(self, RESOURCE, FAILED, ("%s", what), ("%s", s.message().c_str()));
   return FALSE;
 }
 
-static gboolean gst_cipc_rg10_to_bgra_start(GstBaseTransform* trans) {
-  auto* self = GST_CIPC_RG10_TO_BGRA(trans);
+// The one cleanup path, for stop() and for a start() that failed half-way.
+static void teardown(State& st) {
+  if (st.stream.handle()) (void)st.stream.synchronize();  // nothing may still use what goes
+  drop_input_pool(st);
+  st.input_staging = cipc_cuda::DeviceBuffer();
+  st.output_staging = cipc_cuda::DeviceBuffer();
+  st.debayer = cipc_cuda::GpuDebayer();
+  st.stream = cipc_cuda::Stream();
+  st.configured = false;
+  st.device = -1;
+}
+
+static gboolean gst_rg10_to_bgra_start(GstBaseTransform* trans) {
+  auto* self = GST_RG10_TO_BGRA(trans);
   const Settings s = snapshot_settings(self);
-  State& st = *self->state;
+  State& st = self->priv->state;
   cipc_cuda::DeviceInfo info;
   // Exportable memory is cudasink-ipc's concern; the debayer itself runs on any CUDA device.
-  cipc_cuda::Status status = cipc_gst::open_device(s.cuda_device_id, &info, false);
+  cipc_cuda::Status status = cipc_slots::open_device(s.cuda_device_id, &info, false);
   if (!status) {
     GST_ELEMENT_ERROR(
         self, RESOURCE, NOT_FOUND,
@@ -350,32 +317,26 @@ static gboolean gst_cipc_rg10_to_bgra_start(GstBaseTransform* trans) {
   st.device = info.ordinal;
   status = cipc_cuda::Stream::create(st.device, &st.stream);
   if (status) status = cipc_cuda::GpuDebayer::create(st.device, &st.debayer);
-  if (!status) return cuda_failure(self, "Could not set up the GPU debayer.", status);
-  self->counters->frames = 0;
-  self->counters->input_copies = 0;
-  self->counters->downloads = 0;
+  if (!status) {
+    teardown(st);
+    return cuda_failure(self, "Could not set up the GPU debayer.", status);
+  }
+  self->priv->counters.frames = 0;
+  self->priv->counters.input_copies = 0;
+  self->priv->counters.downloads = 0;
   GST_INFO_OBJECT(self, "debayering on CUDA device %d (%s)", st.device, info.name.c_str());
   return TRUE;
 }
 
-static gboolean gst_cipc_rg10_to_bgra_stop(GstBaseTransform* trans) {
-  auto* self = GST_CIPC_RG10_TO_BGRA(trans);
-  State& st = *self->state;
-  if (st.stream.handle()) (void)st.stream.synchronize();  // nothing may still use what goes
-  drop_input_pool(st);
-  st.input_staging = cipc_cuda::DeviceBuffer();
-  st.output_staging = cipc_cuda::DeviceBuffer();
-  st.debayer = cipc_cuda::GpuDebayer();
-  st.stream = cipc_cuda::Stream();
-  st.configured = false;
+static gboolean gst_rg10_to_bgra_stop(GstBaseTransform* trans) {
+  teardown(GST_RG10_TO_BGRA(trans)->priv->state);
   return TRUE;
 }
 
 // Sink -> src: BGRA-like video of the same size and rate, CUDA memory first; src -> sink: the
 // four RAW10 phases of the same size and rate.
-static GstCaps* gst_cipc_rg10_to_bgra_transform_caps(GstBaseTransform* trans,
-                                                     GstPadDirection direction, GstCaps* caps,
-                                                     GstCaps* filter) {
+static GstCaps* gst_rg10_to_bgra_transform_caps(GstBaseTransform* trans, GstPadDirection direction,
+                                                GstCaps* caps, GstCaps* filter) {
   const bool to_src = direction == GST_PAD_SINK;
   GstCaps* other;
   if (to_src) {
@@ -396,10 +357,10 @@ static GstCaps* gst_cipc_rg10_to_bgra_transform_caps(GstBaseTransform* trans,
   return other;
 }
 
-static gboolean gst_cipc_rg10_to_bgra_set_caps(GstBaseTransform* trans, GstCaps* incaps,
-                                               GstCaps* outcaps) {
-  auto* self = GST_CIPC_RG10_TO_BGRA(trans);
-  State& st = *self->state;
+static gboolean gst_rg10_to_bgra_set_caps(GstBaseTransform* trans, GstCaps* incaps,
+                                          GstCaps* outcaps) {
+  auto* self = GST_RG10_TO_BGRA(trans);
+  State& st = self->priv->state;
   st.configured = false;
   const GstStructure* in = gst_caps_get_structure(incaps, 0);
   gint width = 0, height = 0;
@@ -427,10 +388,9 @@ static gboolean gst_cipc_rg10_to_bgra_set_caps(GstBaseTransform* trans, GstCaps*
 }
 
 // Sizes come from the caps alone (RAW10 or raw video), in both directions.
-static gboolean gst_cipc_rg10_to_bgra_transform_size(GstBaseTransform* trans,
-                                                     GstPadDirection direction, GstCaps* caps,
-                                                     gsize size, GstCaps* othercaps,
-                                                     gsize* othersize) {
+static gboolean gst_rg10_to_bgra_transform_size(GstBaseTransform* trans, GstPadDirection direction,
+                                                GstCaps* caps, gsize size, GstCaps* othercaps,
+                                                gsize* othersize) {
   (void)direction;
   (void)caps;
   (void)size;
@@ -439,18 +399,18 @@ static gboolean gst_cipc_rg10_to_bgra_transform_size(GstBaseTransform* trans,
   return FALSE;
 }
 
-static gboolean gst_cipc_rg10_to_bgra_get_unit_size(GstBaseTransform* trans, GstCaps* caps,
-                                                    gsize* size) {
+static gboolean gst_rg10_to_bgra_get_unit_size(GstBaseTransform* trans, GstCaps* caps,
+                                               gsize* size) {
   (void)trans;
   return cipc_gst::frame_size_of(caps, size);
 }
 
 // Upstream gets a pool of pinned, CUDA-mapped host memory: the kernel reads it in place.
-static gboolean gst_cipc_rg10_to_bgra_propose_allocation(GstBaseTransform* trans,
-                                                         GstQuery* decide_query, GstQuery* query) {
+static gboolean gst_rg10_to_bgra_propose_allocation(GstBaseTransform* trans, GstQuery* decide_query,
+                                                    GstQuery* query) {
   (void)decide_query;
-  auto* self = GST_CIPC_RG10_TO_BGRA(trans);
-  State& st = *self->state;
+  auto* self = GST_RG10_TO_BGRA(trans);
+  State& st = self->priv->state;
   GstCaps* caps = nullptr;
   gst_query_parse_allocation(query, &caps, nullptr);
   gsize size = 0;
@@ -474,23 +434,24 @@ static gboolean gst_cipc_rg10_to_bgra_propose_allocation(GstBaseTransform* trans
 
 // CUDA output: downstream's pool (cudasink-ipc's slots); without one, a pool of our own
 // exportable slots. System memory: the default (downstream's pool or a plain one).
-static gboolean gst_cipc_rg10_to_bgra_decide_allocation(GstBaseTransform* trans, GstQuery* query) {
-  auto* self = GST_CIPC_RG10_TO_BGRA(trans);
-  State& st = *self->state;
+static gboolean gst_rg10_to_bgra_decide_allocation(GstBaseTransform* trans, GstQuery* query) {
+  auto* self = GST_RG10_TO_BGRA(trans);
+  State& st = self->priv->state;
   GstCaps* caps = nullptr;
   gst_query_parse_allocation(query, &caps, nullptr);
-  if (caps && gst_cipc_caps_have_cuda_memory(caps) && gst_query_get_n_allocation_pools(query) == 0) {
+  if (caps && gst_cipc_caps_have_cuda_memory(caps) &&
+      gst_query_get_n_allocation_pools(query) == 0) {
     GstVideoInfo info;
     if (!gst_video_info_from_caps(&info, caps)) return FALSE;
     auto backend =
-        std::make_shared<cipc_gst::CudaMemoryBackend>(st.device, cipc_gst::SyncMode::kGpuEvents);
+        std::make_shared<cipc_slots::CudaMemoryBackend>(st.device, cipc::SyncMode::kGpuEvents);
     GstBufferPool* pool = gst_cipc_slot_pool_new(backend, 1);
     GST_INFO_OBJECT(self, "downstream offers no CUDA pool: using CUDA slots of our own");
     gst_query_add_allocation_pool(query, pool, GST_VIDEO_INFO_SIZE(&info), 2, 0);
     gst_object_unref(pool);
   }
   gboolean ok =
-      GST_BASE_TRANSFORM_CLASS(gst_cipc_rg10_to_bgra_parent_class)->decide_allocation(trans, query);
+      GST_BASE_TRANSFORM_CLASS(gst_rg10_to_bgra_parent_class)->decide_allocation(trans, query);
   if (ok && gst_query_get_n_allocation_pools(query) > 0) {
     GstBufferPool* pool = nullptr;
     gst_query_parse_nth_allocation_pool(query, 0, &pool, nullptr, nullptr, nullptr);
@@ -511,10 +472,9 @@ static gboolean gst_cipc_rg10_to_bgra_decide_allocation(GstBaseTransform* trans,
 // Where the kernel reads the frame: in place (our pinned memory, or a cudaipc CUDA slot), or
 // a device copy of foreign memory. `keep_input` is set when the kernel reads `inbuf` in place
 // after this returns.
-static GstFlowReturn locate_input(GstCipcRg10ToBgra* self, GstBuffer* inbuf, gint width,
-                                  gint height, cipc_cuda::DevicePtr* in, size_t* in_pitch,
-                                  bool* keep_input) {
-  State& st = *self->state;
+static GstFlowReturn locate_input(GstRg10ToBgra* self, GstBuffer* inbuf, gint width, gint height,
+                                  cipc_cuda::DevicePtr* in, size_t* in_pitch, bool* keep_input) {
+  State& st = self->priv->state;
   const GstVideoMeta* meta = gst_buffer_get_video_meta(inbuf);
   const size_t stride =
       meta ? static_cast<size_t>(meta->stride[0]) : cipc_gst::bayer10_default_stride(width);
@@ -554,7 +514,7 @@ static GstFlowReturn locate_input(GstCipcRg10ToBgra* self, GstBuffer* inbuf, gin
     cuda_failure(self, "Could not copy an input frame to the GPU.", s);
     return GST_FLOW_ERROR;
   }
-  ++self->counters->input_copies;
+  ++self->priv->counters.input_copies;
   *in = st.input_staging.ptr();
   *in_pitch = pitch;
   return GST_FLOW_OK;
@@ -562,22 +522,22 @@ static GstFlowReturn locate_input(GstCipcRg10ToBgra* self, GstBuffer* inbuf, gin
 
 // Keeps `inbuf` (read in place by the kernel just queued) until the GPU is past it, without
 // this thread waiting: upstream's pool gets the buffer back only then.
-static cipc_cuda::Status hold_until_read(GstCipcRg10ToBgra* self, GstBuffer* inbuf) {
-  State& st = *self->state;
+static cipc_cuda::Status hold_until_read(GstRg10ToBgra* self, GstBuffer* inbuf) {
+  State& st = self->priv->state;
   auto done = std::make_shared<cipc_cuda::Event>();
   cipc_cuda::Status s = cipc_cuda::Event::create_local(st.device, done.get());
   if (s) s = done->record(st.stream.handle());
   if (!s) return s;
   std::shared_ptr<void> keepalive(gst_buffer_ref(inbuf),
                                   [](void* b) { gst_buffer_unref(static_cast<GstBuffer*>(b)); });
-  cipc_gst::drop_when_done(std::move(done), std::move(keepalive));
+  cipc_slots::drop_when_done(std::move(done), std::move(keepalive));
   return s;
 }
 
-static GstFlowReturn gst_cipc_rg10_to_bgra_transform(GstBaseTransform* trans, GstBuffer* inbuf,
-                                                     GstBuffer* outbuf) {
-  auto* self = GST_CIPC_RG10_TO_BGRA(trans);
-  State& st = *self->state;
+static GstFlowReturn gst_rg10_to_bgra_transform(GstBaseTransform* trans, GstBuffer* inbuf,
+                                                GstBuffer* outbuf) {
+  auto* self = GST_RG10_TO_BGRA(trans);
+  State& st = self->priv->state;
   if (!st.configured) return GST_FLOW_NOT_NEGOTIATED;
   const Settings s = snapshot_settings(self);
   const gint width = GST_VIDEO_INFO_WIDTH(&st.out_info);
@@ -647,7 +607,7 @@ static GstFlowReturn gst_cipc_rg10_to_bgra_transform(GstBaseTransform* trans, Gs
           as_ptr(st.output_staging.ptr()), pitch, pitch, static_cast<size_t>(height), stream);
       if (status) status = st.stream.synchronize();  // downstream reads it with the CPU
       gst_video_frame_unmap(&frame);
-      if (status) ++self->counters->downloads;
+      if (status) ++self->priv->counters.downloads;
       keep_input = false;  // synchronised: the kernel is done with the input
     }
   }
@@ -656,17 +616,17 @@ static GstFlowReturn gst_cipc_rg10_to_bgra_transform(GstBaseTransform* trans, Gs
     cuda_failure(self, "Could not debayer a frame on the GPU.", status);
     return GST_FLOW_ERROR;
   }
-  ++self->counters->frames;
+  ++self->priv->counters.frames;
   return GST_FLOW_OK;
 }
 
-static void gst_cipc_rg10_to_bgra_class_init(GstCipcRg10ToBgraClass* klass) {
+static void gst_rg10_to_bgra_class_init(GstRg10ToBgraClass* klass) {
   auto* object_class = G_OBJECT_CLASS(klass);
   auto* element_class = GST_ELEMENT_CLASS(klass);
   auto* trans_class = GST_BASE_TRANSFORM_CLASS(klass);
-  object_class->set_property = gst_cipc_rg10_to_bgra_set_property;
-  object_class->get_property = gst_cipc_rg10_to_bgra_get_property;
-  object_class->finalize = gst_cipc_rg10_to_bgra_finalize;
+  object_class->set_property = gst_rg10_to_bgra_set_property;
+  object_class->get_property = gst_rg10_to_bgra_get_property;
+  object_class->finalize = gst_rg10_to_bgra_finalize;
 
   const auto rw_playing = static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
                                                    GST_PARAM_MUTABLE_PLAYING);
@@ -757,22 +717,20 @@ static void gst_cipc_rg10_to_bgra_class_init(GstCipcRg10ToBgraClass* klass) {
   gst_element_class_add_static_pad_template(element_class, &src_template);
 
   trans_class->passthrough_on_same_caps = FALSE;
-  trans_class->start = GST_DEBUG_FUNCPTR(gst_cipc_rg10_to_bgra_start);
-  trans_class->stop = GST_DEBUG_FUNCPTR(gst_cipc_rg10_to_bgra_stop);
-  trans_class->transform_caps = GST_DEBUG_FUNCPTR(gst_cipc_rg10_to_bgra_transform_caps);
-  trans_class->set_caps = GST_DEBUG_FUNCPTR(gst_cipc_rg10_to_bgra_set_caps);
-  trans_class->transform_size = GST_DEBUG_FUNCPTR(gst_cipc_rg10_to_bgra_transform_size);
-  trans_class->get_unit_size = GST_DEBUG_FUNCPTR(gst_cipc_rg10_to_bgra_get_unit_size);
-  trans_class->propose_allocation = GST_DEBUG_FUNCPTR(gst_cipc_rg10_to_bgra_propose_allocation);
-  trans_class->decide_allocation = GST_DEBUG_FUNCPTR(gst_cipc_rg10_to_bgra_decide_allocation);
-  trans_class->transform = GST_DEBUG_FUNCPTR(gst_cipc_rg10_to_bgra_transform);
+  trans_class->start = GST_DEBUG_FUNCPTR(gst_rg10_to_bgra_start);
+  trans_class->stop = GST_DEBUG_FUNCPTR(gst_rg10_to_bgra_stop);
+  trans_class->transform_caps = GST_DEBUG_FUNCPTR(gst_rg10_to_bgra_transform_caps);
+  trans_class->set_caps = GST_DEBUG_FUNCPTR(gst_rg10_to_bgra_set_caps);
+  trans_class->transform_size = GST_DEBUG_FUNCPTR(gst_rg10_to_bgra_transform_size);
+  trans_class->get_unit_size = GST_DEBUG_FUNCPTR(gst_rg10_to_bgra_get_unit_size);
+  trans_class->propose_allocation = GST_DEBUG_FUNCPTR(gst_rg10_to_bgra_propose_allocation);
+  trans_class->decide_allocation = GST_DEBUG_FUNCPTR(gst_rg10_to_bgra_decide_allocation);
+  trans_class->transform = GST_DEBUG_FUNCPTR(gst_rg10_to_bgra_transform);
 
-  GST_DEBUG_CATEGORY_INIT(gst_cipc_rg10_to_bgra_debug, "rg10tobgra", 0, "rg10tobgra");
+  GST_DEBUG_CATEGORY_INIT(gst_rg10_to_bgra_debug, "rg10tobgra", 0, "rg10tobgra");
 }
 
-static void gst_cipc_rg10_to_bgra_init(GstCipcRg10ToBgra* self) {
-  self->settings = new Settings();
-  self->state = new State();
-  self->counters = new Counters();
-  gst_video_info_init(&self->state->out_info);
+static void gst_rg10_to_bgra_init(GstRg10ToBgra* self) {
+  self->priv = new Rg10ToBgraPrivate();
+  gst_video_info_init(&self->priv->state.out_info);
 }

@@ -6,9 +6,8 @@
 
 G_BEGIN_DECLS
 
-#define GST_TYPE_CIPC_RG10_TO_BGRA (gst_cipc_rg10_to_bgra_get_type())
-G_DECLARE_FINAL_TYPE(GstCipcRg10ToBgra, gst_cipc_rg10_to_bgra, GST, CIPC_RG10_TO_BGRA,
-                     GstBaseTransform)
+#define GST_TYPE_RG10_TO_BGRA (gst_rg10_to_bgra_get_type())
+G_DECLARE_FINAL_TYPE(GstRg10ToBgra, gst_rg10_to_bgra, GST, RG10_TO_BGRA, GstBaseTransform)
 
 GST_ELEMENT_REGISTER_DECLARE(rg10tobgra);
 

@@ -4,20 +4,39 @@
 // clear error instead.
 #include <gst/gst.h>
 
-#ifdef CIPC_HAVE_CUDA
+#include <string>
+
 #include "gstbgratorg10.h"
+#ifdef CIPC_HAVE_CUDA
 #include "gstrg10tobgra.h"
 #endif
 #include "gstcudasinkipc.h"
 #include "gstcudasrcipc.h"
 #include "gstcudav4l2src.h"
 #include "slotmemory.h"
+#ifdef CIPC_HAVE_CUDA
+#include "release_worker.h"
+#endif
 
 #ifndef PACKAGE
 #define PACKAGE "gst-cudaipc"
 #endif
 
+#ifdef CIPC_HAVE_CUDA
+GST_DEBUG_CATEGORY_STATIC(cipc_slots_debug);
+
+// The slots layer has no GStreamer: its background warnings are routed into the debug log here.
+static void slots_warning(const std::string& message) {
+  GST_CAT_WARNING(cipc_slots_debug, "%s", message.c_str());
+}
+#endif
+
 static gboolean plugin_init(GstPlugin* plugin) {
+#ifdef CIPC_HAVE_CUDA
+  GST_DEBUG_CATEGORY_INIT(cipc_slots_debug, "cudaipc-release", 0,
+                          "cudaipc: waits for GPU reads before frames are released");
+  cipc_slots::set_warning_handler(slots_warning);
+#endif
   // Registers the slot allocator by name; without it no element could make slot memory.
   if (gst_cipc_slot_allocator_get() == nullptr) {
     GST_ERROR_OBJECT(plugin, "could not create the %s allocator", GST_CIPC_SLOT_MEMORY_TYPE);
@@ -26,13 +45,13 @@ static gboolean plugin_init(GstPlugin* plugin) {
   gboolean ok = GST_ELEMENT_REGISTER(cudasink_ipc, plugin);
   ok &= GST_ELEMENT_REGISTER(cudasrc_ipc, plugin);
   ok &= GST_ELEMENT_REGISTER(cudav4l2src, plugin);  // V4L2 capture: no CUDA needed
+  ok &= GST_ELEMENT_REGISTER(bgratorg10, plugin);   // bayer/'s CPU mosaic: no CUDA needed
 #ifdef CIPC_HAVE_CUDA
-  ok &= GST_ELEMENT_REGISTER(bgratorg10, plugin);  // needs the CUDA layer's CPU mosaic
   ok &= GST_ELEMENT_REGISTER(rg10tobgra, plugin);
 #endif
   return ok;
 }
 
 GST_PLUGIN_DEFINE(GST_VERSION_MAJOR, GST_VERSION_MINOR, cudaipc,
-                  "Zero-copy video between processes on one GPU, and GPU debayering",
-                  plugin_init, CIPC_VERSION, "LGPL", "gst-cudaipc", CIPC_ORIGIN)
+                  "Zero-copy video between processes on one GPU, and GPU debayering", plugin_init,
+                  CIPC_VERSION, "LGPL", "gst-cudaipc", CIPC_ORIGIN)

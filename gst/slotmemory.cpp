@@ -4,8 +4,12 @@
 #include <new>
 
 #ifdef CIPC_HAVE_CUDA
-#include "cudaslot.h"
+#include "cuda_slots.h"
+#include "staging.h"
 #endif
+
+GST_DEBUG_CATEGORY_STATIC(cipc_slot_memory_debug);
+#define GST_CAT_DEFAULT cipc_slot_memory_debug
 
 namespace {
 
@@ -40,10 +44,8 @@ void slot_free(GstAllocator*, GstMemory* memory) {
 #ifdef CIPC_HAVE_CUDA
   // The last memory of a frame whose GPU reads were recorded: RELEASE once they are done.
   std::shared_ptr<GstCipcSlotBinding>& binding = *mem->binding;
-  if (binding.use_count() == 1 && binding->claim && binding->release_recorded) {
-    if (cipc_gst::CudaSlotMemory* slot = cipc_gst::cuda_slot_of(memory))
-      cipc_gst::release_when_read(*slot, std::move(binding));
-  }
+  if (binding.use_count() == 1 && binding->claim && binding->release_recorded && binding->region)
+    binding->region->drop_after_reads(std::move(binding));
 #endif
   delete mem->binding;  // the last binding reference drops the claim: RELEASE goes out
   g_free(mem);
@@ -92,6 +94,7 @@ GstAllocator* gst_cipc_slot_allocator_get() {
   // Made once: the type cannot be registered when another copy of this code in the process
   // already took its name (get_type() then returns 0, and must not be asked again).
   static GstAllocator* allocator = []() -> GstAllocator* {
+    GST_DEBUG_CATEGORY_INIT(cipc_slot_memory_debug, "cudaipc-slots", 0, "cudaipc slot memory");
     const GType type = gst_cipc_slot_allocator_get_type();
     if (type == 0) {
       GST_ERROR("could not register the %s allocator type", GST_CIPC_SLOT_MEMORY_TYPE);
@@ -117,8 +120,8 @@ GstMemory* gst_cipc_slot_memory_new_producer(std::shared_ptr<cipc::SlotMemory> s
   binding->generation = generation;
   binding->index = index;
 #ifdef CIPC_HAVE_CUDA
-  if (binding->producer_slot->kind() == cipc::MemoryKind::kCuda)
-    cipc_gst::bind_cuda_region(*binding, static_cast<cipc_gst::CudaSlotMemory&>(*binding->producer_slot));
+  if (auto* cuda = cipc_slots::cuda_slot_of(binding->producer_slot.get()))
+    cipc_gst::bind_cuda_region(*binding, *cuda);
 #endif
   const gsize maxsize = binding->producer_slot->size();
   return make_memory(nullptr, std::move(binding), static_cast<GstMemoryFlags>(0), maxsize, 0, size);
@@ -132,8 +135,8 @@ GstMemory* gst_cipc_slot_memory_new_imported(std::shared_ptr<const cipc::Importe
   binding->index = slot->index;
   const gsize maxsize = slot->memory->size();
 #ifdef CIPC_HAVE_CUDA
-  if (slot->memory->kind() == cipc::MemoryKind::kCuda)
-    cipc_gst::bind_cuda_region(*binding, static_cast<cipc_gst::CudaSlotMemory&>(*slot->memory));
+  if (auto* cuda = cipc_slots::cuda_slot_of(slot->memory.get()))
+    cipc_gst::bind_cuda_region(*binding, *cuda);
 #endif
   binding->imported_slot = std::move(slot);
   binding->claim = std::move(claim);
@@ -162,3 +165,83 @@ const GstCipcSlotBinding* gst_cipc_slot_memory_binding(GstMemory* mem) {
   if (!gst_is_cipc_slot_memory(mem)) return nullptr;
   return reinterpret_cast<GstCipcSlotMemory*>(mem)->binding->get();
 }
+
+#ifdef CIPC_HAVE_CUDA
+namespace cipc_gst {
+namespace {
+
+// GStreamer's map/unmap of a CUDA region, through the slots layer's staging copy.
+class StagingAccess final : public GstCipcCpuAccess {
+ public:
+  explicit StagingAccess(cipc_slots::CudaRegion& region) : staging_(region) {}
+  uint8_t* map(GstMapFlags flags) override {
+    std::string error;
+    uint8_t* data = staging_.map((flags & GST_MAP_READ) != 0, (flags & GST_MAP_WRITE) != 0, &error);
+    if (!data) GST_ERROR("%s", error.c_str());
+    return data;
+  }
+  void unmap(bool) override {
+    std::string error;
+    if (!staging_.unmap(&error)) GST_ERROR("%s", error.c_str());
+  }
+
+ private:
+  cipc_slots::StagingCopy staging_;
+};
+
+gboolean table_wait_ready(GstMemory* mem, gpointer stream) {
+  cipc_slots::CudaRegion* region = cuda_region_of(mem);
+  return region && region->wait_ready(stream).ok();
+}
+
+gboolean table_record_release(GstMemory* mem, gpointer stream) {
+  const GstCipcSlotBinding* b = gst_cipc_slot_memory_binding(mem);
+  cipc_slots::CudaRegion* region = b ? b->region : nullptr;
+  if (!region || !region->record_release(stream).ok()) return FALSE;
+  // An imported slot's claim now waits for these reads before RELEASE (see slot_free()).
+  if (b->claim) b->release_recorded = true;
+  return TRUE;
+}
+
+gboolean table_begin_write(GstMemory* mem, gpointer stream) {
+  cipc_slots::CudaRegion* region = cuda_region_of(mem);
+  return region && region->begin_write(stream).ok();
+}
+
+gboolean table_end_write(GstMemory* mem, gpointer stream) {
+  cipc_slots::CudaRegion* region = cuda_region_of(mem);
+  return region && region->end_write(stream).ok();
+}
+
+}  // namespace
+
+void bind_cuda_region(GstCipcSlotBinding& binding, cipc_slots::CudaRegion& region) {
+  binding.has_cuda = true;
+  binding.region = &region;
+  binding.data = nullptr;
+  binding.cuda.struct_size = sizeof(GstCudaIpcMemoryInfo);
+  binding.cuda.device = region.device();
+  binding.cuda.device_ptr = region.ptr();
+  binding.cuda.slot_size = region.bytes();
+  binding.cuda.wait_ready = table_wait_ready;
+  binding.cuda.record_release = table_record_release;
+  binding.cuda.begin_write = table_begin_write;
+  binding.cuda.end_write = table_end_write;
+  binding.cpu_access = std::make_unique<StagingAccess>(region);
+}
+
+cipc_slots::CudaRegion* cuda_region_of(GstMemory* mem) {
+  const GstCipcSlotBinding* b = gst_cipc_slot_memory_binding(mem);
+  return b ? b->region : nullptr;
+}
+
+cipc_slots::CudaSlotMemory* cuda_slot_of(GstMemory* mem) {
+  const GstCipcSlotBinding* b = gst_cipc_slot_memory_binding(mem);
+  if (!b || !b->has_cuda) return nullptr;
+  return cipc_slots::cuda_slot_of(b->producer_slot   ? b->producer_slot.get()
+                                  : b->imported_slot ? b->imported_slot->memory.get()
+                                                     : nullptr);
+}
+
+}  // namespace cipc_gst
+#endif

@@ -15,9 +15,10 @@
 
 #define GST_CIPC_SLOT_MEMORY_TYPE "CudaIpcSlotMemory"
 
-namespace cipc_gst {
+namespace cipc_slots {
 class CudaRegion;
-}
+class CudaSlotMemory;
+}  // namespace cipc_slots
 
 // How the CPU reaches a slot that is not host memory (CUDA): through a staging copy.
 class GstCipcCpuAccess {
@@ -31,9 +32,9 @@ class GstCipcCpuAccess {
 
 // What a slot memory refers to. Shared (not copied) by gst_memory_share() children.
 struct GstCipcSlotBinding {
-  std::shared_ptr<cipc::SlotMemory> producer_slot;        // producer side
+  std::shared_ptr<cipc::SlotMemory> producer_slot;          // producer side
   std::shared_ptr<const cipc::ImportedSlot> imported_slot;  // consumer side
-  std::shared_ptr<cipc::FrameClaim> claim;                // consumer side
+  std::shared_ptr<cipc::FrameClaim> claim;                  // consumer side
   uint64_t generation = 0;
   uint32_t index = 0;
   // Producer: who allocated the slot (the pool's memory backend). Generation numbers are only
@@ -43,7 +44,7 @@ struct GstCipcSlotBinding {
   // CUDA slots: the public description (gstcudaipcmemory.h) and the CPU fallback.
   bool has_cuda = false;
   GstCudaIpcMemoryInfo cuda{};
-  cipc_gst::CudaRegion* region = nullptr;  // kept alive by the slot fields or keepalive
+  cipc_slots::CudaRegion* region = nullptr;  // kept alive by the slot fields or keepalive
   // Consumer: a reader recorded its release on the GPU; the claim waits for it (slot_free()).
   mutable std::atomic<bool> release_recorded{false};
   std::unique_ptr<GstCipcCpuAccess> cpu_access;
@@ -71,7 +72,8 @@ GstMemory* gst_cipc_slot_memory_new_producer(std::shared_ptr<cipc::SlotMemory> s
 GstMemory* gst_cipc_slot_memory_new_imported(std::shared_ptr<const cipc::ImportedSlot> slot,
                                              std::shared_ptr<cipc::FrameClaim> claim, gsize size);
 
-// Any binding (e.g. a CUDA one built by cudaslot.cpp); READONLY when `readonly`.
+// Any binding (e.g. a private device copy bound with bind_cuda_region()); READONLY when
+// `readonly`.
 GstMemory* gst_cipc_slot_memory_new(std::shared_ptr<GstCipcSlotBinding> binding, gsize maxsize,
                                     gsize size, bool readonly);
 
@@ -82,3 +84,14 @@ gboolean gst_is_cipc_slot_memory(GstMemory* mem);
 bool gst_cipc_caps_have_cuda_memory(GstCaps* caps, guint index = 0);
 // The binding of a slot memory, or nullptr for any other memory.
 const GstCipcSlotBinding* gst_cipc_slot_memory_binding(GstMemory* mem);
+
+// CUDA regions (builds with CUDA only). Fills binding.cuda (the public table) and
+// binding.cpu_access for memory in `region`, which the binding keeps alive (producer_slot,
+// imported_slot or keepalive).
+namespace cipc_gst {
+void bind_cuda_region(GstCipcSlotBinding& binding, cipc_slots::CudaRegion& region);
+// The CUDA region behind a slot memory, or nullptr.
+cipc_slots::CudaRegion* cuda_region_of(GstMemory* mem);
+// The CUDA slot behind a slot memory (producer or imported), or nullptr.
+cipc_slots::CudaSlotMemory* cuda_slot_of(GstMemory* mem);
+}  // namespace cipc_gst

@@ -60,7 +60,8 @@ static gboolean slot_pool_set_config(GstBufferPool* pool, GstStructure* config) 
   GST_OBJECT_UNLOCK(pool);
   const gboolean resized = size != requested_size;
   gst_buffer_pool_config_set_params(config, caps, size, min, max);
-  const gboolean ok = GST_BUFFER_POOL_CLASS(gst_cipc_slot_pool_parent_class)->set_config(pool, config);
+  const gboolean ok =
+      GST_BUFFER_POOL_CLASS(gst_cipc_slot_pool_parent_class)->set_config(pool, config);
   // Per the GstBufferPool contract, a changed configuration is applied and reported as FALSE
   // so the caller can re-read and validate it.
   return ok && !resized;
@@ -110,8 +111,8 @@ static GstFlowReturn slot_pool_alloc_buffer(GstBufferPool* pool, GstBuffer** out
   gst_buffer_add_video_meta_full(buffer, GST_VIDEO_FRAME_FLAG_NONE, GST_VIDEO_INFO_FORMAT(info),
                                  GST_VIDEO_INFO_WIDTH(info), GST_VIDEO_INFO_HEIGHT(info),
                                  GST_VIDEO_INFO_N_PLANES(info), info->offset, info->stride);
-  GST_DEBUG_OBJECT(pool, "allocated slot %u of generation %" G_GUINT64_FORMAT " (%u bytes)",
-                   index, self->generation, size);
+  GST_DEBUG_OBJECT(pool, "allocated slot %u of generation %" G_GUINT64_FORMAT " (%u bytes)", index,
+                   self->generation, size);
   *out = buffer;
   return GST_FLOW_OK;
 }
@@ -147,7 +148,9 @@ GstBufferPool* gst_cipc_slot_pool_new(std::shared_ptr<cipc::MemoryBackend> backe
   return GST_BUFFER_POOL_CAST(self);
 }
 
-uint64_t gst_cipc_slot_pool_generation(GstCipcSlotPool* pool) { return pool->generation; }
+uint64_t gst_cipc_slot_pool_generation(GstCipcSlotPool* pool) {
+  return pool->generation;
+}
 
 guint gst_cipc_slot_pool_slots_allocated(GstCipcSlotPool* pool) {
   return pool->next_index.load();
@@ -164,3 +167,107 @@ gboolean gst_cipc_slot_pool_video_info(GstCipcSlotPool* pool, GstVideoInfo* info
   GST_OBJECT_UNLOCK(pool);
   return ok;
 }
+
+namespace cipc_gst {
+
+SlotPoolGenerations::SlotPoolGenerations(std::shared_ptr<cipc::MemoryBackend> backend,
+                                         guint pool_size, Announce announce)
+    : backend_(std::move(backend)), pool_size_(pool_size), announce_(std::move(announce)) {
+  gst_video_info_init(&info_);
+}
+
+SlotPoolGenerations::~SlotPoolGenerations() {
+  drop_pool(true);
+}
+
+void SlotPoolGenerations::drop_pool(bool deactivate) {
+  if (pool_) {
+    if (deactivate) gst_buffer_pool_set_active(pool_, FALSE);
+    gst_object_unref(pool_);
+    pool_ = nullptr;
+  }
+  gst_clear_caps(&caps_);
+}
+
+bool SlotPoolGenerations::start_generation(GstCaps* caps, const GstVideoInfo& info, bool new_caps,
+                                           std::string* error) {
+  GstBufferPool* pool = gst_cipc_slot_pool_new(backend_, generation_ + 1);
+  GstStructure* config = gst_buffer_pool_get_config(pool);
+  gst_buffer_pool_config_set_params(config, caps, GST_VIDEO_INFO_SIZE(&info), pool_size_, 0);
+  gst_buffer_pool_config_add_option(config, GST_BUFFER_POOL_OPTION_VIDEO_META);
+  if (!gst_buffer_pool_set_config(pool, config)) {
+    gst_object_unref(pool);
+    gchar* text = gst_caps_to_string(caps);
+    *error = std::string("could not configure the shareable buffer pool for ") + text;
+    g_free(text);
+    return false;
+  }
+  // A replaced pool is deactivated on a caps change only: after a roll-over upstream may still
+  // write into it, and frames consumers hold stay valid either way until released.
+  caps = gst_caps_ref(caps);  // `caps` may be caps_ itself
+  drop_pool(new_caps);
+  pool_ = pool;
+  caps_ = caps;
+  info_ = info;
+  ++generation_;
+  reconfigure_sent_ = false;
+  if (new_caps) caps_generation_ = generation_;
+  GstCaps* plain = gst_caps_copy(caps);
+  gst_caps_set_features(plain, 0, nullptr);
+  gchar* text = gst_caps_to_string(plain);
+  gst_caps_unref(plain);
+  GST_DEBUG("generation %" G_GUINT64_FORMAT ": %s", generation_, text);
+  if (announce_) announce_(generation_, text, GST_VIDEO_INFO_SIZE(&info));
+  g_free(text);
+  return true;
+}
+
+bool SlotPoolGenerations::ensure(GstCaps* caps, std::string* error) {
+  if (pool_ && caps_ && gst_caps_is_equal(caps, caps_)) return true;
+  GstVideoInfo info;
+  if (!gst_video_info_from_caps(&info, caps)) {
+    gchar* text = gst_caps_to_string(caps);
+    *error = std::string("not a raw video format: ") + text;
+    g_free(text);
+    return false;
+  }
+  return start_generation(caps, info, true, error);
+}
+
+bool SlotPoolGenerations::roll_over_if_needed(bool* rolled, std::string* error) {
+  *rolled = false;
+  if (!pool_ || !gst_cipc_slot_pool_needs_rollover(GST_CIPC_SLOT_POOL(pool_))) return true;
+  GST_INFO("generation %" G_GUINT64_FORMAT " used %u slot indices: starting a new one", generation_,
+           gst_cipc_slot_pool_slots_allocated(GST_CIPC_SLOT_POOL(pool_)));
+  const GstVideoInfo info = info_;
+  if (!start_generation(caps_, info, false, error)) return false;
+  ++rollovers_;
+  *rolled = true;
+  return true;
+}
+
+const GstCipcSlotBinding* SlotPoolGenerations::own_slot(GstBuffer* buffer) const {
+  if (gst_buffer_n_memory(buffer) != 1) return nullptr;
+  const GstCipcSlotBinding* b = gst_cipc_slot_memory_binding(gst_buffer_peek_memory(buffer, 0));
+  return b && b->producer_slot && b->owner == backend_.get() ? b : nullptr;
+}
+
+const GstCipcSlotBinding* SlotPoolGenerations::current_slot(GstBuffer* buffer) const {
+  const GstCipcSlotBinding* b = own_slot(buffer);
+  if (b == nullptr || b->generation != generation_ || b->index >= cipc::kMaxSlots) return nullptr;
+  return b;
+}
+
+bool SlotPoolGenerations::stale_slot(GstBuffer* buffer) const {
+  const GstCipcSlotBinding* b = own_slot(buffer);
+  return b && b->generation >= caps_generation_ && b->generation <= generation_ &&
+         !current_slot(buffer);
+}
+
+bool SlotPoolGenerations::take_reconfigure() {
+  if (reconfigure_sent_) return false;
+  reconfigure_sent_ = true;
+  return true;
+}
+
+}  // namespace cipc_gst

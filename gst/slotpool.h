@@ -1,16 +1,21 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-// GstBufferPool of persistent, exportable slots (DESIGN.md section 3). cudasink-ipc offers it
-// upstream so frames are written straight into memory a consumer can map. Every pool is one
-// generation: slots are numbered within it and consumers cache imports by (generation, index).
+// GstBufferPool of persistent, exportable slots. cudasink-ipc offers it upstream so frames are
+// written straight into memory a consumer can map. Every pool is one generation: slots are
+// numbered within it and consumers cache imports by (generation, index). SlotPoolGenerations
+// keeps the current generation and replaces it on a caps change or before its indices run out.
 #pragma once
 
 #include <gst/gst.h>
 #include <gst/video/video.h>
 
+#include <atomic>
+#include <functional>
 #include <memory>
+#include <string>
 
 #include "memory.h"
 #include "protocol.h"
+#include "slotmemory.h"
 
 G_BEGIN_DECLS
 
@@ -32,3 +37,65 @@ constexpr guint kCipcSlotPoolRolloverAt = cipc::kMaxSlots - 256;
 gboolean gst_cipc_slot_pool_needs_rollover(GstCipcSlotPool* pool);
 // The video layout the pool was configured with; false before set_config.
 gboolean gst_cipc_slot_pool_video_info(GstCipcSlotPool* pool, GstVideoInfo* info);
+
+namespace cipc_gst {
+
+// The sink's pools, one generation at a time. A new generation starts on a caps change (the old
+// pool is deactivated; frames consumers hold stay valid until released) and, with the same caps,
+// before the current one runs out of slot indices (roll-over: every slot retired under a stuck
+// consumer takes a new index, and indices are never reused within a generation). After a
+// roll-over upstream may still write into the replaced pool, which must not be deactivated under
+// it: such frames are "stale" - copied by the sink - until upstream renegotiates.
+class SlotPoolGenerations {
+ public:
+  // Told about every new generation: its number, caps (without memory features: how consumers
+  // receive the frames is theirs to say) and frame size.
+  using Announce =
+      std::function<void(uint64_t generation, const std::string& caps, uint64_t frame_size)>;
+
+  SlotPoolGenerations(std::shared_ptr<cipc::MemoryBackend> backend, guint pool_size,
+                      Announce announce);
+  ~SlotPoolGenerations();
+  SlotPoolGenerations(const SlotPoolGenerations&) = delete;
+  SlotPoolGenerations& operator=(const SlotPoolGenerations&) = delete;
+
+  // Makes a pool for `caps` the current generation unless it already is. False with `error`.
+  bool ensure(GstCaps* caps, std::string* error);
+  // Rolls over when the current generation is near its index limit; `rolled` says whether it did.
+  bool roll_over_if_needed(bool* rolled, std::string* error);
+
+  // The binding of a buffer in a slot of the current generation (sendable as is), else nullptr.
+  // Slots of another backend (another element's exportable pool) are foreign memory, even when
+  // their generation numbers match ours.
+  const GstCipcSlotBinding* current_slot(GstBuffer* buffer) const;
+  // A buffer in one of our slots that a roll-over replaced (same caps), or past the index limit.
+  bool stale_slot(GstBuffer* buffer) const;
+  // True once per generation: the caller should ask upstream to renegotiate (it writes stale).
+  bool take_reconfigure();
+
+  GstBufferPool* pool() const { return pool_; }  // null before ensure()
+  GstCaps* caps() const { return caps_; }
+  const GstVideoInfo& info() const { return info_; }
+  uint64_t generation() const { return generation_; }
+  uint64_t rollovers() const { return rollovers_; }
+  guint pool_size() const { return pool_size_; }
+  const cipc::MemoryBackend* backend() const { return backend_.get(); }
+
+ private:
+  bool start_generation(GstCaps* caps, const GstVideoInfo& info, bool new_caps, std::string* error);
+  const GstCipcSlotBinding* own_slot(GstBuffer* buffer) const;
+  void drop_pool(bool deactivate);
+
+  std::shared_ptr<cipc::MemoryBackend> backend_;
+  guint pool_size_;
+  Announce announce_;
+  GstBufferPool* pool_ = nullptr;  // the current generation's
+  GstCaps* caps_ = nullptr;
+  GstVideoInfo info_;
+  uint64_t generation_ = 0;
+  uint64_t caps_generation_ = 0;  // the first generation with the current caps
+  uint64_t rollovers_ = 0;
+  bool reconfigure_sent_ = false;
+};
+
+}  // namespace cipc_gst

@@ -9,8 +9,8 @@
 #include <mutex>
 #include <vector>
 
-GST_DEBUG_CATEGORY_EXTERN(gst_cipc_v4l2_src_debug);
-#define GST_CAT_DEFAULT gst_cipc_v4l2_src_debug
+GST_DEBUG_CATEGORY_EXTERN(gst_cuda_v4l2_src_debug);
+#define GST_CAT_DEFAULT gst_cuda_v4l2_src_debug
 
 namespace cipc_v4l2 {
 

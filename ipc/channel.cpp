@@ -46,12 +46,14 @@ Result<Channel> Channel::connect(const std::string& path) {
   // Connect in blocking mode (a Unix connect completes or fails at once), then go non-blocking.
   UniqueFd fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
   if (!fd) return system_error("socket()", errno);
-  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr.value()), sizeof(sockaddr_un)) != 0) {
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr.value()), sizeof(sockaddr_un)) !=
+      0) {
     const int e = errno;
     if (e == ENOENT || e == ECONNREFUSED)
-      return Error{ErrorCode::kConnectFailed, "no producer is serving '" + path + "' (" +
-                                                  std::strerror(e) + ")"};
-    if (e == EACCES) return Error{ErrorCode::kPermissionDenied, "no permission to connect to '" + path + "'"};
+      return Error{ErrorCode::kConnectFailed,
+                   "no producer is serving '" + path + "' (" + std::strerror(e) + ")"};
+    if (e == EACCES)
+      return Error{ErrorCode::kPermissionDenied, "no permission to connect to '" + path + "'"};
     return system_error("connect('" + path + "')", e);
   }
   const int flags = ::fcntl(fd.get(), F_GETFL);
@@ -196,7 +198,9 @@ void Channel::shutdown() {
   if (fd_) ::shutdown(fd_.get(), SHUT_RDWR);
 }
 
-Listener::Listener(Listener&& other) noexcept { *this = std::move(other); }
+Listener::Listener(Listener&& other) noexcept {
+  *this = std::move(other);
+}
 
 Listener& Listener::operator=(Listener&& other) noexcept {
   if (this != &other) {
@@ -210,7 +214,9 @@ Listener& Listener::operator=(Listener&& other) noexcept {
   return *this;
 }
 
-Listener::~Listener() { close(); }
+Listener::~Listener() {
+  close();
+}
 
 void Listener::close() {
   if (!path_.empty()) {
@@ -234,8 +240,8 @@ Result<Listener> Listener::bind(const std::string& path, unsigned mode) {
                    "'" + path + "' exists and is not a socket; refusing to replace it"};
     auto probe = Channel::connect(path);
     if (probe) {
-      return Error{ErrorCode::kAddressInUse,
-                   "another producer is serving '" + path + "'; stop it or choose another socket-path"};
+      return Error{ErrorCode::kAddressInUse, "another producer is serving '" + path +
+                                                 "'; stop it or choose another socket-path"};
     }
     if (probe.error().code != ErrorCode::kConnectFailed) return probe.error();
     // Nobody accepts there: the file is left over from a producer that died. Replace it.
@@ -248,7 +254,8 @@ Result<Listener> Listener::bind(const std::string& path, unsigned mode) {
   Listener l;
   l.fd_ = make_socket();
   if (!l.fd_) return system_error("socket()", errno);
-  if (::bind(l.fd_.get(), reinterpret_cast<const sockaddr*>(&addr.value()), sizeof(sockaddr_un)) != 0) {
+  if (::bind(l.fd_.get(), reinterpret_cast<const sockaddr*>(&addr.value()), sizeof(sockaddr_un)) !=
+      0) {
     const int e = errno;
     if (e == EADDRINUSE)
       return Error{ErrorCode::kAddressInUse, "'" + path + "' was taken by another producer"};

@@ -17,14 +17,18 @@ Error decode_failure(const DecodeError& e) {
 
 Error from_error_message(const ErrorMessage& m) {
   ErrorCode code = ErrorCode::kProtocol;
-  if (m.code <= static_cast<uint32_t>(ErrorCode::kUnsupported)) code = static_cast<ErrorCode>(m.code);
+  if (m.code <= static_cast<uint32_t>(ErrorCode::kUnsupported))
+    code = static_cast<ErrorCode>(m.code);
   return Error{code, "the producer refused this consumer: " + m.text};
 }
 
 }  // namespace
 
 FrameClaim::FrameClaim(std::shared_ptr<ConsumerLink> link, const Frame& frame)
-    : link_(std::move(link)), generation_(frame.generation), slot_(frame.slot), sequence_(frame.sequence) {
+    : link_(std::move(link)),
+      generation_(frame.generation),
+      slot_(frame.slot),
+      sequence_(frame.sequence) {
   ++link_->claims_outstanding;
 }
 
@@ -45,7 +49,8 @@ Result<std::unique_ptr<Consumer>> Consumer::connect(const ConsumerConfig& config
                                                     MemoryBackend& backend, Waker* waker) {
   std::shared_ptr<MemoryBackend> borrowed(&backend, [](MemoryBackend*) {});
   return connect(
-      config, [borrowed](const Welcome&) -> Result<std::shared_ptr<MemoryBackend>> { return borrowed; },
+      config,
+      [borrowed](const Welcome&) -> Result<std::shared_ptr<MemoryBackend>> { return borrowed; },
       waker);
 }
 
@@ -98,8 +103,8 @@ Result<std::unique_ptr<Consumer>> Consumer::connect(const ConsumerConfig& config
     Message& m = decoded.message();
     if (m.type() == MessageType::kError) return from_error_message(std::get<ErrorMessage>(m.body));
     if (m.type() != MessageType::kWelcome || !packet.fds.empty())
-      return leave(Error{ErrorCode::kProtocol, std::string("the producer answered HELLO with ") +
-                                                   to_string(m.type())});
+      return leave(Error{ErrorCode::kProtocol,
+                         std::string("the producer answered HELLO with ") + to_string(m.type())});
     const Welcome& w = std::get<Welcome>(m.body);
     if (config.memory_kind != MemoryKind::kAny && w.memory_kind != config.memory_kind)
       return leave(Error{ErrorCode::kMemoryKindMismatch,
@@ -181,7 +186,8 @@ ConsumerEvent Consumer::next(int timeout_ms) {
       e.error = Error{ErrorCode::kClosed, "the producer went away"};
       return e;
     }
-    if (r == IoResult::kError) return fail(ErrorCode::kProtocol, "bad message from the producer: " + error);
+    if (r == IoResult::kError)
+      return fail(ErrorCode::kProtocol, "bad message from the producer: " + error);
     const uint64_t now = monotonic_ns();
     if (now >= deadline) return ConsumerEvent{};
     const int wait_ms =
@@ -228,11 +234,12 @@ bool Consumer::handle(Packet& packet, ConsumerEvent& out) {
       }
       const auto key = std::make_tuple(welcome_.instance_id, s.generation, s.index);
       if (slots_.count(key)) {
-        out = fail(ErrorCode::kProtocol, "the producer sent slot " + std::to_string(s.index) + " twice");
+        out = fail(ErrorCode::kProtocol,
+                   "the producer sent slot " + std::to_string(s.index) + " twice");
         return true;
       }
       auto memory = backend_->import(std::move(packet.fds[0]), s.size,
-                                    (s.flags & Slot::kHasEvent) ? &s.event : nullptr);
+                                     (s.flags & Slot::kHasEvent) ? &s.event : nullptr);
       if (!memory) {
         out = fail(memory.error().code, "could not import slot " + std::to_string(s.index) + ": " +
                                             memory.error().message);
@@ -250,9 +257,9 @@ bool Consumer::handle(Packet& packet, ConsumerEvent& out) {
       const Frame& f = std::get<Frame>(m.body);
       auto it = slots_.find(std::make_tuple(welcome_.instance_id, f.generation, f.slot));
       if (!has_caps_ || f.generation != generation_ || it == slots_.end()) {
-        out = fail(ErrorCode::kProtocol, "the producer sent a FRAME in slot " + std::to_string(f.slot) +
-                                             " (generation " + std::to_string(f.generation) +
-                                             ") it never shared");
+        out = fail(ErrorCode::kProtocol, "the producer sent a FRAME in slot " +
+                                             std::to_string(f.slot) + " (generation " +
+                                             std::to_string(f.generation) + ") it never shared");
         return true;
       }
       if (f.size > it->second->memory->size()) {
@@ -268,9 +275,7 @@ bool Consumer::handle(Packet& packet, ConsumerEvent& out) {
       out.frame.claim = std::make_shared<FrameClaim>(link_, f);
       return true;
     }
-    case MessageType::kEos:
-      out.kind = ConsumerEvent::Kind::kEos;
-      return true;
+    case MessageType::kEos: out.kind = ConsumerEvent::Kind::kEos; return true;
     case MessageType::kBye: {
       std::lock_guard<std::mutex> lock(link_->mutex);
       link_->open = false;

@@ -71,8 +71,8 @@ struct ReceivedFrame {
 struct ConsumerEvent {
   enum class Kind { kFrame, kCaps, kEos, kClosed, kTimeout, kInterrupted, kError };
   Kind kind = Kind::kTimeout;
-  ReceivedFrame frame;  // kFrame
-  Caps caps;            // kCaps
+  ReceivedFrame frame;                  // kFrame
+  Caps caps;                            // kCaps
   Error error{ErrorCode::kClosed, {}};  // kClosed (why) and kError (what went wrong)
 };
 

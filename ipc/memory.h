@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-// Memory backends: where slot memory comes from (producer) and how a received slot is mapped
-// (consumer). The host backend (memfd) lives here; the CUDA VMM backend is provided by cuda/ and
-// injected through the same interface, so the producer and consumer never see CUDA types.
+// The memory-backend interface: where slot memory comes from (producer) and how a received slot
+// is mapped (consumer). The backends themselves (memfd host memory, CUDA VMM slots) live in
+// slots/ and are injected through this interface, so the producer and consumer never see them.
 #pragma once
 
 #include <cstddef>
@@ -41,17 +41,6 @@ class MemoryBackend {
   // bytes, so that a lying producer cannot make later reads fault.
   virtual Result<std::unique_ptr<SlotMemory>> import(UniqueFd fd, size_t size,
                                                      const EventHandle* event) = 0;
-};
-
-// Shared host memory: memfd_create + mmap. The producer seals the size (F_SEAL_SHRINK and
-// F_SEAL_GROW) so a consumer's mapping can never be cut short under it; the consumer refuses
-// descriptors without that seal and maps read-only.
-class HostMemoryBackend final : public MemoryBackend {
- public:
-  MemoryKind kind() const override { return MemoryKind::kHost; }
-  Result<std::unique_ptr<SlotMemory>> allocate(size_t size) override;
-  Result<std::unique_ptr<SlotMemory>> import(UniqueFd fd, size_t size,
-                                             const EventHandle* event) override;
 };
 
 }  // namespace cipc

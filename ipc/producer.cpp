@@ -20,7 +20,9 @@ uint64_t random_instance_id() {
   return id;
 }
 
-std::string who(pid_t pid) { return "consumer (pid " + std::to_string(pid) + ")"; }
+std::string who(pid_t pid) {
+  return "consumer (pid " + std::to_string(pid) + ")";
+}
 
 }  // namespace
 
@@ -102,7 +104,8 @@ void Producer::run() {
       }
       for (auto& entry : sessions_) {
         Session& s = *entry.second;
-        if (s.broken && !s.dead) drop(s, who(s.pid) + " stopped accepting messages", false, false, deferred);
+        if (s.broken && !s.dead)
+          drop(s, who(s.pid) + " stopped accepting messages", false, false, deferred);
       }
       check_deadlines(monotonic_ns(), deferred);
       // Erase only here, after every loop over sessions_ is done.
@@ -168,7 +171,8 @@ void Producer::service(Session& session, Deferred& deferred) {
                    ", this producer speaks version " + std::to_string(kProtocolVersion),
                deferred);
       } else {
-        reject(session, ErrorCode::kProtocol, who(session.pid) + " sent a " + describe(e), deferred);
+        reject(session, ErrorCode::kProtocol, who(session.pid) + " sent a " + describe(e),
+               deferred);
       }
       return;
     }
@@ -201,8 +205,8 @@ void Producer::handle(Session& session, Message& message, Deferred& deferred) {
     return;
   }
   if (type == MessageType::kError) {
-    drop(session, who(session.pid) + " reported: " + std::get<ErrorMessage>(message.body).text, true,
-         true, deferred);
+    drop(session, who(session.pid) + " reported: " + std::get<ErrorMessage>(message.body).text,
+         true, true, deferred);
     return;
   }
   if (!session.ready) {
@@ -241,7 +245,7 @@ void Producer::handle(Session& session, Message& message, Deferred& deferred) {
     }
     case MessageType::kFence: {
       // A consumer's release event for a slot it was given. This implementation neither sends
-      // nor waits on such fences (gst/cudaslot.h says why); they are still checked for order.
+      // nor waits on such fences (reserved: docs/protocol.md, "FENCE"); they are still checked.
       const auto& m = std::get<Fence>(message.body);
       if (!session.slots_sent.count({m.generation, m.slot})) {
         reject(session, ErrorCode::kProtocol,
@@ -253,8 +257,7 @@ void Producer::handle(Session& session, Message& message, Deferred& deferred) {
       session.fences[{m.generation, m.slot}] = m.event;
       return;
     }
-    case MessageType::kEos:
-      return;  // meaningless from a consumer, harmless
+    case MessageType::kEos: return;  // meaningless from a consumer, harmless
     default:
       reject(session, ErrorCode::kProtocol,
              who(session.pid) + " sent " + to_string(type) + ", which only a producer may send",
@@ -363,8 +366,8 @@ int Producer::next_timeout_ms(uint64_t now) const {
     // publish() adds claims without waking this thread (a syscall per frame); instead, while
     // consumers are attached, look at least four times per release-timeout.
     if (s.ready && config_.release_timeout_ms)
-      deadline = std::min(deadline, now + std::max<uint64_t>(config_.release_timeout_ms / 4, 10) *
-                                              1000000);
+      deadline = std::min(deadline,
+                          now + std::max<uint64_t>(config_.release_timeout_ms / 4, 10) * 1000000);
     if (!s.ready)
       deadline = std::min(deadline, s.connected_ns + uint64_t{config_.hello_timeout_ms} * 1000000);
     else if (config_.release_timeout_ms && !s.claims.empty())
@@ -405,7 +408,8 @@ void Producer::set_caps(uint64_t generation, const std::string& caps, uint64_t f
   has_caps_ = true;
   eos_ = false;
   for (auto& entry : sessions_)
-    if (entry.second->ready && !entry.second->dead && !entry.second->broken) send_caps(*entry.second);
+    if (entry.second->ready && !entry.second->dead && !entry.second->broken)
+      send_caps(*entry.second);
 }
 
 size_t Producer::publish(const SlotRef& slot, Frame frame, const std::shared_ptr<FrameHold>& hold) {
@@ -422,8 +426,7 @@ size_t Producer::publish(const SlotRef& slot, Frame frame, const std::shared_ptr
   for (auto& entry : sessions_) {
     Session& s = *entry.second;
     if (!s.ready || s.dead || s.broken) continue;
-    if (!s.has_caps || s.caps_generation != slot.generation ||
-        s.claims.size() >= s.max_in_flight) {
+    if (!s.has_caps || s.caps_generation != slot.generation || s.claims.size() >= s.max_in_flight) {
       ++stats_.frames_dropped;
       continue;
     }

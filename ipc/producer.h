@@ -28,8 +28,8 @@ namespace cipc {
 struct ProducerConfig {
   std::string socket_path;
   unsigned socket_mode = 0600;
-  bool allow_other_users = false;  // otherwise peers must run under our uid (SO_PEERCRED)
-  uint32_t max_in_flight = 4;      // frames one consumer may hold; it gets no more beyond that
+  bool allow_other_users = false;      // otherwise peers must run under our uid (SO_PEERCRED)
+  uint32_t max_in_flight = 4;          // frames one consumer may hold; it gets no more beyond that
   uint32_t release_timeout_ms = 2000;  // a claim held longer disconnects its consumer; 0: never
   uint32_t hello_timeout_ms = 5000;    // a connection that says nothing is dropped after this
   MemoryKind memory_kind = MemoryKind::kHost;
@@ -60,8 +60,8 @@ struct ProducerStats {
   uint64_t frames_dropped = 0;    // frames a consumer did not get (max-in-flight, full socket)
   uint64_t releases = 0;
   uint64_t claims_outstanding = 0;
-  uint64_t consumers = 0;          // attached now
-  uint64_t consumers_total = 0;    // ever attached
+  uint64_t consumers = 0;        // attached now
+  uint64_t consumers_total = 0;  // ever attached
   uint64_t consumers_timed_out = 0;
   uint64_t consumers_rejected = 0;  // refused at handshake or dropped for protocol errors
   uint64_t slots_exported = 0;      // SLOT messages sent
@@ -134,7 +134,7 @@ class Producer {
     bool has_caps = false;
     std::set<std::pair<uint64_t, uint32_t>> slots_sent;
     std::map<std::pair<uint64_t, uint32_t>, EventHandle> fences;  // FENCE handles by slot
-    std::map<uint64_t, Claim> claims;  // by sequence number
+    std::map<uint64_t, Claim> claims;                             // by sequence number
   };
   // Work to finish after the lock is released: observer calls and hold destruction (which may
   // return buffers to a pool).

@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <type_traits>
+#include <variant>
 
 namespace cipc {
 namespace {
@@ -43,7 +44,8 @@ class Reader {
   T get() {
     using U = std::make_unsigned_t<T>;
     U u = 0;
-    for (size_t i = 0; i < sizeof(T); ++i) u |= static_cast<U>(static_cast<U>(p_[pos_ + i]) << (8 * i));
+    for (size_t i = 0; i < sizeof(T); ++i)
+      u |= static_cast<U>(static_cast<U>(p_[pos_ + i]) << (8 * i));
     pos_ += sizeof(T);
     return static_cast<T>(u);
   }
@@ -129,7 +131,9 @@ struct BodyEncoder {
   }
 };
 
-DecodeError fail(DecodeFailure f, std::string detail) { return DecodeError{f, 0, std::move(detail)}; }
+DecodeError fail(DecodeFailure f, std::string detail) {
+  return DecodeError{f, 0, std::move(detail)};
+}
 
 DecodeError bad_length(MessageType t, size_t got, size_t want) {
   return fail(DecodeFailure::kBadLength, std::string(to_string(t)) + " body is " +
@@ -182,12 +186,26 @@ const char* to_string(SyncMode mode) {
   return "unknown";
 }
 
+// Body lists the messages in MessageType order, starting at 1: type() below depends on it.
+template <MessageType type, typename T>
+constexpr bool kBodyIs =
+    std::is_same_v<std::variant_alternative_t<static_cast<size_t>(type) - 1, Body>, T>;
+static_assert(kBodyIs<MessageType::kHello, Hello> && kBodyIs<MessageType::kWelcome, Welcome> &&
+                  kBodyIs<MessageType::kCaps, Caps> && kBodyIs<MessageType::kSlot, Slot> &&
+                  kBodyIs<MessageType::kFrame, Frame> && kBodyIs<MessageType::kRelease, Release> &&
+                  kBodyIs<MessageType::kFence, Fence> && kBodyIs<MessageType::kEos, Eos> &&
+                  kBodyIs<MessageType::kBye, Bye> && kBodyIs<MessageType::kError, ErrorMessage>,
+              "Body's alternatives must follow the MessageType numbers");
+static_assert(std::variant_size_v<Body> == static_cast<size_t>(MessageType::kError),
+              "every MessageType has a Body alternative and no more");
+
 MessageType Message::type() const {
-  // The variant's alternatives are declared in MessageType order starting at 1.
   return static_cast<MessageType>(body.index() + 1);
 }
 
-size_t expected_fd_count(MessageType type) { return type == MessageType::kSlot ? 1 : 0; }
+size_t expected_fd_count(MessageType type) {
+  return type == MessageType::kSlot ? 1 : 0;
+}
 
 std::vector<uint8_t> encode(const Message& message, uint16_t version) {
   std::vector<uint8_t> out;
@@ -205,8 +223,8 @@ std::vector<uint8_t> encode(const Message& message, uint16_t version) {
 
 DecodeResult decode(const uint8_t* data, size_t size) {
   if (data == nullptr || size < kHeaderSize)
-    return fail(DecodeFailure::kTruncated, "message of " + std::to_string(size) +
-                                               " bytes is shorter than the header");
+    return fail(DecodeFailure::kTruncated,
+                "message of " + std::to_string(size) + " bytes is shorter than the header");
   if (size > kMaxMessageSize)
     return fail(DecodeFailure::kTooLarge, "message of " + std::to_string(size) + " bytes");
   Reader h(data, kHeaderSize);
@@ -254,7 +272,8 @@ DecodeResult decode(const uint8_t* data, size_t size) {
       m.max_in_flight = r.get<uint32_t>();
       r.bytes(m.gpu_uuid.data(), m.gpu_uuid.size());
       if (!valid_memory_kind(kind, false)) return out_of_range(type, "memory_kind", kind);
-      if (sync > static_cast<uint16_t>(SyncMode::kCpu)) return out_of_range(type, "sync_mode", sync);
+      if (sync > static_cast<uint16_t>(SyncMode::kCpu))
+        return out_of_range(type, "sync_mode", sync);
       if (m.max_in_flight < 1 || m.max_in_flight > kMaxInFlight)
         return out_of_range(type, "max_in_flight", m.max_in_flight);
       m.memory_kind = static_cast<MemoryKind>(kind);
@@ -312,7 +331,8 @@ DecodeResult decode(const uint8_t* data, size_t size) {
       if (m.size == 0 || m.size > kMaxSlotSize) return out_of_range(type, "size", m.size);
       if (m.n_planes > kMaxPlanes) return out_of_range(type, "n_planes", m.n_planes);
       for (uint32_t i = 0; i < m.n_planes; ++i) {
-        if (m.plane_offset[i] >= m.size) return out_of_range(type, "plane_offset", m.plane_offset[i]);
+        if (m.plane_offset[i] >= m.size)
+          return out_of_range(type, "plane_offset", m.plane_offset[i]);
         const int64_t s = m.plane_stride[i];
         if (s < -kMaxStride || s > kMaxStride) return out_of_range(type, "plane_stride", s);
       }
@@ -369,10 +389,8 @@ std::string describe(const DecodeError& error) {
     case DecodeFailure::kVersionMismatch:
       return "peer speaks protocol version " + std::to_string(error.peer_version) +
              ", this side speaks version " + std::to_string(kProtocolVersion);
-    case DecodeFailure::kBadMagic:
-      return "not a cudaipc message (bad magic)";
-    default:
-      return "malformed message: " + error.detail;
+    case DecodeFailure::kBadMagic: return "not a cudaipc message (bad magic)";
+    default: return "malformed message: " + error.detail;
   }
 }
 

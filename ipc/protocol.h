@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-// The wire protocol between cudasink-ipc (producer) and cudasrc-ipc (consumer): see DESIGN.md
-// section 4. Every message is a fixed 12-byte little-endian header
+// The wire protocol between cudasink-ipc (producer) and cudasrc-ipc (consumer): docs/protocol.md.
+// Every message is a fixed 12-byte little-endian header
 //   {u32 magic, u16 version, u16 type, u32 body_length}
 // followed by a body whose layout is fixed per type (CAPS and ERROR end in a bounded string).
 // The header layout is frozen across versions so that a peer of another version is recognised
@@ -26,11 +26,11 @@ constexpr size_t kHeaderSize = 12;
 constexpr size_t kMaxCapsLength = 8192;
 constexpr size_t kMaxErrorTextLength = 1024;
 constexpr size_t kMaxMessageSize = kHeaderSize + 16384;
-constexpr uint32_t kMaxSlots = 4096;          // slot indices are below this
-constexpr uint32_t kMaxInFlight = 64;         // frames one consumer may hold at once
+constexpr uint32_t kMaxSlots = 4096;   // slot indices are below this
+constexpr uint32_t kMaxInFlight = 64;  // frames one consumer may hold at once
 constexpr uint32_t kMaxPlanes = 4;
 constexpr uint64_t kMaxSlotSize = 1ull << 32;  // 4 GiB, well above an 8K RGBA64 frame
-constexpr size_t kEventHandleSize = 64;       // cudaIpcEventHandle_t
+constexpr size_t kEventHandleSize = 64;        // cudaIpcEventHandle_t
 constexpr size_t kUuidSize = 16;
 constexpr uint64_t kNoTimestamp = ~0ull;
 
@@ -121,7 +121,9 @@ struct Release {
   uint64_t sequence = 0;
 };
 
-// consumer -> producer: the consumer's release event for a slot, once per slot.
+// consumer -> producer: the consumer's release event for a slot, once per slot. Reserved: decoded
+// and checked, but never sent by this implementation - a producer must not wait on an event of
+// a process that can die (docs/protocol.md, "FENCE").
 struct Fence {
   uint64_t generation = 0;
   uint32_t slot = 0;
@@ -141,7 +143,8 @@ struct ErrorMessage {
   std::string text;
 };
 
-using Body = std::variant<Hello, Welcome, Caps, Slot, Frame, Release, Fence, Eos, Bye, ErrorMessage>;
+using Body =
+    std::variant<Hello, Welcome, Caps, Slot, Frame, Release, Fence, Eos, Bye, ErrorMessage>;
 
 struct Message {
   Body body;
@@ -173,7 +176,7 @@ struct DecodeError {
 
 class DecodeResult {
  public:
-  DecodeResult(Message m) : v_(std::move(m)) {}     // NOLINT
+  DecodeResult(Message m) : v_(std::move(m)) {}      // NOLINT
   DecodeResult(DecodeError e) : v_(std::move(e)) {}  // NOLINT
   bool is_ok() const { return std::holds_alternative<Message>(v_); }
   explicit operator bool() const { return is_ok(); }

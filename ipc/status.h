@@ -12,15 +12,15 @@ namespace cipc {
 // What went wrong, coarse enough for callers to branch on, with a sentence for people.
 enum class ErrorCode {
   kInvalidArgument,
-  kSystem,            // a POSIX call failed; the message carries strerror
-  kAddressInUse,      // a live producer already serves the socket path
-  kNotASocket,        // the socket path exists and is some other kind of file
-  kConnectFailed,     // no producer at the path (yet)
+  kSystem,         // a POSIX call failed; the message carries strerror
+  kAddressInUse,   // a live producer already serves the socket path
+  kNotASocket,     // the socket path exists and is some other kind of file
+  kConnectFailed,  // no producer at the path (yet)
   kTimeout,
   kInterrupted,
-  kClosed,            // the peer went away
-  kProtocol,          // the peer sent something malformed or out of order
-  kVersionMismatch,   // the peer speaks another protocol version
+  kClosed,           // the peer went away
+  kProtocol,         // the peer sent something malformed or out of order
+  kVersionMismatch,  // the peer speaks another protocol version
   kMemoryKindMismatch,
   kGpuMismatch,
   kPermissionDenied,  // peer credentials refused
@@ -53,7 +53,7 @@ class Status {
 template <typename T>
 class Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}      // NOLINT: implicit by design
   Result(Error error) : v_(std::move(error)) {}  // NOLINT: implicit by design
 
   bool is_ok() const { return std::holds_alternative<T>(v_); }

@@ -12,7 +12,7 @@ class Waker {
   Waker();
   bool valid() const { return fd_.valid(); }
   int fd() const { return fd_.get(); }
-  void wake();   // level-triggered: stays readable until clear()
+  void wake();  // level-triggered: stays readable until clear()
   void clear();
   bool is_set() const;
 

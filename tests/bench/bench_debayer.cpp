@@ -28,6 +28,7 @@
 #include "debayer_gpu.h"
 #include "mosaic.h"
 
+namespace cb = cipc_bayer;
 namespace cc = cipc_cuda;
 
 namespace {
@@ -38,7 +39,7 @@ void die(const std::string& what) {
 }
 
 void check(const cc::Status& st) {
-  if (!st.ok()) die(st.message());
+  if (!st.is_ok()) die(st.message());
 }
 
 void check(cudaError_t err, const char* what) {
@@ -108,9 +109,9 @@ std::vector<uint8_t> camera_frame(int width, int height) {
     }
   }
   std::vector<uint8_t> raw(static_cast<size_t>(width) * 2 * height);
-  cc::mosaic_cpu(bgra.data(), static_cast<size_t>(width) * 4,
-                 static_cast<int>(cc::MosaicInput::kBgra), raw.data(),
-                 static_cast<size_t>(width) * 2, width, height, cc::MosaicParams{});
+  cb::mosaic_cpu(bgra.data(), static_cast<size_t>(width) * 4,
+                 static_cast<int>(cb::MosaicInput::kBgra), raw.data(),
+                 static_cast<size_t>(width) * 2, width, height, cb::MosaicParams{});
   std::mt19937 rng(1);
   for (size_t i = 0; i < raw.size(); i += 2) {
     int v = raw[i] | (raw[i + 1] << 8);

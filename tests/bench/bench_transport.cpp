@@ -35,7 +35,8 @@ uint64_t now_ns() {
 double cpu_seconds() {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
-  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+         (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
 struct Options {
@@ -49,12 +50,18 @@ Options parse(int argc, char** argv) {
   if (argc > 1) o.mode = argv[1];
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--socket") o.socket = v;
-    else if (k == "--width") o.width = std::stoi(v);
-    else if (k == "--height") o.height = std::stoi(v);
-    else if (k == "--fps") o.fps = std::stoi(v);
-    else if (k == "--frames") o.frames = std::stol(v);
-    else if (k == "--json") o.json = v;
+    if (k == "--socket")
+      o.socket = v;
+    else if (k == "--width")
+      o.width = std::stoi(v);
+    else if (k == "--height")
+      o.height = std::stoi(v);
+    else if (k == "--fps")
+      o.fps = std::stoi(v);
+    else if (k == "--frames")
+      o.frames = std::stol(v);
+    else if (k == "--json")
+      o.json = v;
   }
   return o;
 }
@@ -68,16 +75,17 @@ int produce(const Options& o) {
   // A bounded pool (max = max-in-flight) makes an unpaced producer wait for a free slot, as a
   // real writer would, instead of outrunning the consumer and counting drops.
   constexpr guint kSlots = 8;
-  g_object_set(sink, "socket-path", o.socket.c_str(), "memory", 1 /* host */, "sync", FALSE, "async", FALSE,
-               "wait-for-consumer", TRUE, "max-in-flight", kSlots, "pool-size", kSlots,
-               "enable-last-sample", FALSE, nullptr);
-  static GstStaticPadTemplate src = GST_STATIC_PAD_TEMPLATE("src", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS_ANY);
+  g_object_set(sink, "socket-path", o.socket.c_str(), "memory", 1 /* host */, "sync", FALSE,
+               "async", FALSE, "wait-for-consumer", TRUE, "max-in-flight", kSlots, "pool-size",
+               kSlots, "enable-last-sample", FALSE, nullptr);
+  static GstStaticPadTemplate src =
+      GST_STATIC_PAD_TEMPLATE("src", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS_ANY);
   GstHarness* h = gst_harness_new_empty();
   gst_harness_add_element_full(h, sink, &src, "sink", nullptr, nullptr);
   gst_harness_play(h);
   const std::string caps_str = "video/x-raw,format=BGRA,width=" + std::to_string(o.width) +
-                               ",height=" + std::to_string(o.height) + ",framerate=" +
-                               std::to_string(o.fps ? o.fps : 0) + "/1";
+                               ",height=" + std::to_string(o.height) +
+                               ",framerate=" + std::to_string(o.fps ? o.fps : 0) + "/1";
   gst_harness_set_src_caps_str(h, caps_str.c_str());
   GstCaps* caps = gst_caps_from_string(caps_str.c_str());
   GstQuery* q = gst_query_new_allocation(caps, TRUE);
@@ -127,7 +135,8 @@ int produce(const Options& o) {
   gst_structure_get_uint64(stats, "copies", &copies);
   gst_structure_get_uint64(stats, "slots-exported", &exported);
   printf("PRODUCER frames=%ld seconds=%.3f fps=%.1f cpu_us_per_frame=%.2f sent=%" G_GUINT64_FORMAT
-         " dropped=%" G_GUINT64_FORMAT " copies=%" G_GUINT64_FORMAT " slots_exported=%" G_GUINT64_FORMAT "\n",
+         " dropped=%" G_GUINT64_FORMAT " copies=%" G_GUINT64_FORMAT
+         " slots_exported=%" G_GUINT64_FORMAT "\n",
          o.frames, seconds, timed / seconds, cpu / timed * 1e6, sent, dropped, copies, exported);
   fflush(stdout);
   gst_structure_free(stats);
@@ -156,8 +165,10 @@ GstPadProbeReturn on_buffer(GstPad*, GstPadProbeInfo* info, gpointer data) {
   gst_buffer_extract(b, 0, stamp, sizeof(stamp));
   const uint64_t t = now_ns();
   st->latency.push_back(t - stamp[0]);
-  if (st->frames == 0) st->first = t;
-  else if (stamp[1] != st->last_index + 1) ++st->gaps;
+  if (st->frames == 0)
+    st->first = t;
+  else if (stamp[1] != st->last_index + 1)
+    ++st->gaps;
   st->last_index = stamp[1];
   st->last = t;
   ++st->frames;
@@ -165,8 +176,9 @@ GstPadProbeReturn on_buffer(GstPad*, GstPadProbeInfo* info, gpointer data) {
 }
 
 int consume(const Options& o) {
-  const std::string launch = "cudasrc-ipc name=src reconnect=false connect-timeout=10000 max-in-flight=8 socket-path=" +
-                             o.socket + " ! fakesink sync=false enable-last-sample=false";
+  const std::string launch =
+      "cudasrc-ipc name=src reconnect=false connect-timeout=10000 max-in-flight=8 socket-path=" +
+      o.socket + " ! fakesink sync=false enable-last-sample=false";
   GError* err = nullptr;
   GstElement* pipeline = gst_parse_launch(launch.c_str(), &err);
   if (!pipeline) {
@@ -191,15 +203,21 @@ int consume(const Options& o) {
   gst_message_unref(m);
   gst_element_set_state(pipeline, GST_STATE_NULL);
   std::sort(st.latency.begin(), st.latency.end());
-  auto pct = [&](double p) { return st.latency.empty() ? 0.0 : st.latency[std::min(st.latency.size() - 1, size_t(p * st.latency.size()))] / 1000.0; };
+  auto pct = [&](double p) {
+    return st.latency.empty()
+               ? 0.0
+               : st.latency[std::min(st.latency.size() - 1, size_t(p * st.latency.size()))] /
+                     1000.0;
+  };
   const double seconds = (st.last - st.first) / 1e9;
   char line[512];
   snprintf(line, sizeof(line),
-           "{\"frames\": %ld, \"fps\": %.1f, \"latency_us\": {\"p50\": %.1f, \"p99\": %.1f, \"max\": %.1f}, "
+           "{\"frames\": %ld, \"fps\": %.1f, \"latency_us\": {\"p50\": %.1f, \"p99\": %.1f, "
+           "\"max\": %.1f}, "
            "\"cpu_us_per_frame\": %.2f, \"gaps\": %ld}",
            st.frames, seconds > 0 ? (st.frames - 1) / seconds : 0.0, pct(0.5), pct(0.99),
-           st.latency.empty() ? 0.0 : st.latency.back() / 1000.0, st.frames ? cpu / st.frames * 1e6 : 0.0,
-           st.gaps);
+           st.latency.empty() ? 0.0 : st.latency.back() / 1000.0,
+           st.frames ? cpu / st.frames * 1e6 : 0.0, st.gaps);
   printf("CONSUMER %s\n", line);
   if (!o.json.empty()) {
     FILE* f = fopen(o.json.c_str(), "w");
@@ -221,7 +239,10 @@ int main(int argc, char** argv) {
   gst_init(nullptr, nullptr);
   const Options o = parse(argc, argv);
   if (o.socket.empty() || (o.mode != "produce" && o.mode != "consume")) {
-    fprintf(stderr, "usage: %s produce|consume --socket PATH [--width W --height H --frames N --fps F --json FILE]\n", argv[0]);
+    fprintf(stderr,
+            "usage: %s produce|consume --socket PATH [--width W --height H --frames N --fps F "
+            "--json FILE]\n",
+            argv[0]);
     return 2;
   }
   return o.mode == "produce" ? produce(o) : consume(o);

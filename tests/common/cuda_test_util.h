@@ -30,8 +30,8 @@ inline void* as_ptr(cipc_cuda::DevicePtr p) {
 }  // namespace cipc_test
 
 // Asserts that a cipc_cuda::Status expression succeeded, printing its message otherwise.
-#define ASSERT_OK(expr)                                      \
-  do {                                                       \
-    const ::cipc_cuda::Status st_ = (expr);                  \
-    ASSERT_TRUE(st_.ok()) << #expr << ": " << st_.message(); \
+#define ASSERT_OK(expr)                                         \
+  do {                                                          \
+    const ::cipc_cuda::Status st_ = (expr);                     \
+    ASSERT_TRUE(st_.is_ok()) << #expr << ": " << st_.message(); \
   } while (0)

@@ -18,7 +18,7 @@
 namespace cipc_test {
 
 struct CommandResult {
-  int status = -1;  // exit status; -1 when it did not run or did not exit normally
+  int status = -1;   // exit status; -1 when it did not run or did not exit normally
   std::string text;  // stdout and stderr
 };
 

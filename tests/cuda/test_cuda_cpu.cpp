@@ -12,7 +12,7 @@
 
 #include "check.h"
 #include "cuda_api.h"
-#include "kernels.h"
+#include "test_pattern.h"
 
 namespace cc = cipc_cuda;
 
@@ -165,19 +165,19 @@ cc::Status runtime_try(cudaError_t result, int* calls) {
   // clang-format off
   g_try_line = __LINE__; CIPC_CUDA_TRY(fake_runtime_call(result, calls));
   // clang-format on
-  return cc::Status::success();
+  return cc::Status::ok();
 }
 cc::Status driver_try(CUresult result, int* calls) {
   // clang-format off
   g_try_line = __LINE__; CIPC_CUDA_TRY(fake_driver_call(result, calls));
   // clang-format on
-  return cc::Status::success();
+  return cc::Status::ok();
 }
 
 TEST(ErrorHelper, RuntimeErrorNamesCallErrorAndPlace) {
   int calls = 0;
   const cc::Status st = runtime_try(cudaErrorMemoryAllocation, &calls);
-  ASSERT_FALSE(st.ok());
+  ASSERT_FALSE(st.is_ok());
   EXPECT_EQ(calls, 1);  // evaluated once
   const std::string expected =
       "fake_runtime_call: cudaErrorMemoryAllocation (out of memory) "
@@ -189,7 +189,7 @@ TEST(ErrorHelper, RuntimeErrorNamesCallErrorAndPlace) {
 TEST(ErrorHelper, DriverErrorNamesCallErrorAndPlace) {
   int calls = 0;
   const cc::Status st = driver_try(CUDA_ERROR_OUT_OF_MEMORY, &calls);
-  ASSERT_FALSE(st.ok());
+  ASSERT_FALSE(st.is_ok());
   EXPECT_EQ(calls, 1);
   const std::string expected =
       "fake_driver_call: CUDA_ERROR_OUT_OF_MEMORY (out of memory) "
@@ -200,15 +200,15 @@ TEST(ErrorHelper, DriverErrorNamesCallErrorAndPlace) {
 
 TEST(ErrorHelper, SuccessFallsThrough) {
   int calls = 0;
-  EXPECT_TRUE(runtime_try(cudaSuccess, &calls).ok());
-  EXPECT_TRUE(driver_try(CUDA_SUCCESS, &calls).ok());
+  EXPECT_TRUE(runtime_try(cudaSuccess, &calls).is_ok());
+  EXPECT_TRUE(driver_try(CUDA_SUCCESS, &calls).is_ok());
   EXPECT_EQ(calls, 2);
-  EXPECT_TRUE(CIPC_CUDA_CHECK(cudaSuccess).ok());
+  EXPECT_TRUE(CIPC_CUDA_CHECK(cudaSuccess).is_ok());
 }
 
 TEST(ErrorHelper, CheckBuildsStatusWithoutReturning) {
   const cc::Status st = CIPC_CUDA_CHECK(CUDA_ERROR_INVALID_VALUE);
-  ASSERT_FALSE(st.ok());
+  ASSERT_FALSE(st.is_ok());
   EXPECT_TRUE(contains(st.message(), "CUDA_ERROR_INVALID_VALUE")) << st.message();
   EXPECT_TRUE(contains(st.message(), "[cuda/test_cuda_cpu.cpp:")) << st.message();
 }
@@ -231,7 +231,7 @@ TEST(ErrorHelper, CallNameAndShortFile) {
   EXPECT_EQ(call_name("static_cast<CUresult>(2)"), "static_cast<CUresult>(2)");
   EXPECT_EQ(call_name("f(g(x))"), "f");
   EXPECT_EQ(short_file("../cuda/cuda_api.cpp"), "cuda/cuda_api.cpp");
-  EXPECT_EQ(short_file("/work/main/cuda/kernels.cu"), "cuda/kernels.cu");
+  EXPECT_EQ(short_file("/work/main/cuda/test_pattern.cu"), "cuda/test_pattern.cu");
   EXPECT_EQ(short_file("../x.cpp"), "x.cpp");
   EXPECT_EQ(short_file("x.cpp"), "x.cpp");
 }
@@ -273,7 +273,7 @@ TEST(Devices, QueryBadOrdinalSaysHowManyExist) {
   cc::DeviceInfo info;
   for (int bad : {-1, n, n + 7}) {
     const cc::Status st = cc::query_device(bad, &info);
-    ASSERT_FALSE(st.ok());
+    ASSERT_FALSE(st.is_ok());
     const std::string prefix = "CUDA device " + std::to_string(bad) + " does not exist (" +
                                std::to_string(n) + " device(s) present)";
     EXPECT_EQ(st.message().rfind(prefix, 0), 0u) << st.message();
@@ -286,11 +286,11 @@ TEST(Devices, QueryDeviceZero) {
   cc::DeviceInfo info;
   const cc::Status st = cc::query_device(0, &info);
   if (n == 0) {
-    ASSERT_FALSE(st.ok());
+    ASSERT_FALSE(st.is_ok());
     std::cout << "[          ] query_device(0): " << st.message() << "\n";
     EXPECT_EQ(st.message(), "CUDA device 0 does not exist (0 device(s) present): " + why);
   } else {
-    ASSERT_TRUE(st.ok()) << st.message();
+    ASSERT_TRUE(st.is_ok()) << st.message();
     EXPECT_EQ(info.ordinal, 0);
     EXPECT_FALSE(info.name.empty());
     EXPECT_GE(info.cc_major * 10 + info.cc_minor, 75);
@@ -308,32 +308,32 @@ TEST(Devices, WithoutADeviceEverythingFailsCleanly) {
   if (cc::device_count(&why) > 0) GTEST_SKIP() << "a CUDA device is present (see test-cuda-gpu)";
   cc::Stream stream;
   cc::Status st = cc::Stream::create(0, &stream);
-  EXPECT_FALSE(st.ok());
+  EXPECT_FALSE(st.is_ok());
   EXPECT_FALSE(st.message().empty());
   EXPECT_EQ(stream.handle(), nullptr);
 
   cc::Event event;
   st = cc::Event::create_interprocess(0, &event);
-  EXPECT_FALSE(st.ok());
+  EXPECT_FALSE(st.is_ok());
   EXPECT_FALSE(event.valid());
 
   cc::DeviceAllocation alloc;
   st = cc::DeviceAllocation::create(0, 1 << 20, &alloc);
-  ASSERT_FALSE(st.ok());
+  ASSERT_FALSE(st.is_ok());
   std::cout << "[          ] DeviceAllocation::create: " << st.message() << "\n";
   EXPECT_TRUE(contains(st.message(), "CUDA driver API unavailable")) << st.message();
   EXPECT_EQ(alloc.ptr(), 0u);
   st = cc::DeviceAllocation::import(0, 0, 1 << 20, &alloc);  // fd 0: never reaches the driver
-  EXPECT_FALSE(st.ok());
+  EXPECT_FALSE(st.is_ok());
 
   cc::DeviceBuffer buffer;
-  EXPECT_FALSE(cc::DeviceBuffer::create(0, 64, &buffer).ok());
+  EXPECT_FALSE(cc::DeviceBuffer::create(0, 64, &buffer).is_ok());
   cc::PinnedHostBuffer pinned;
-  EXPECT_FALSE(cc::PinnedHostBuffer::create(64, &pinned).ok());
+  EXPECT_FALSE(cc::PinnedHostBuffer::create(64, &pinned).is_ok());
   EXPECT_EQ(pinned.data(), nullptr);
-  EXPECT_FALSE(cc::set_device(0).ok());
+  EXPECT_FALSE(cc::set_device(0).is_ok());
   const cc::Status sync = cc::synchronize_stream(nullptr);
-  EXPECT_FALSE(sync.ok());
+  EXPECT_FALSE(sync.is_ok());
   EXPECT_TRUE(contains(sync.message(), "cudaStreamSynchronize")) << sync.message();
 }
 
@@ -345,25 +345,25 @@ TEST(EmptyObjects, DestroyMoveAndRefuseWork) {
   s2 = std::move(s1);
   cc::Stream s3(std::move(s2));
   EXPECT_EQ(s3.handle(), nullptr);
-  EXPECT_FALSE(s3.synchronize().ok());
+  EXPECT_FALSE(s3.synchronize().is_ok());
 
   cc::Event e1;
   cc::Event e2(std::move(e1));
   EXPECT_FALSE(e2.valid());
   bool done = false;
-  EXPECT_FALSE(e2.record(nullptr).ok());
-  EXPECT_FALSE(e2.wait(nullptr).ok());
-  EXPECT_FALSE(e2.synchronize().ok());
-  EXPECT_FALSE(e2.query(&done).ok());
+  EXPECT_FALSE(e2.record(nullptr).is_ok());
+  EXPECT_FALSE(e2.wait(nullptr).is_ok());
+  EXPECT_FALSE(e2.synchronize().is_ok());
+  EXPECT_FALSE(e2.query(&done).is_ok());
   cc::IpcEventHandle h{};
-  EXPECT_FALSE(e2.ipc_handle(&h).ok());
+  EXPECT_FALSE(e2.ipc_handle(&h).is_ok());
 
   cc::DeviceAllocation a1;
   cc::DeviceAllocation a2(std::move(a1));
   a1 = std::move(a2);
   int fd = 123;
   const cc::Status st = a1.export_fd(&fd);
-  EXPECT_FALSE(st.ok());
+  EXPECT_FALSE(st.is_ok());
   EXPECT_EQ(fd, -1);
   EXPECT_EQ(a1.ptr(), 0u);
   EXPECT_EQ(a1.size(), 0u);
@@ -373,33 +373,33 @@ TEST(EmptyObjects, DestroyMoveAndRefuseWork) {
   cc::HostRegistration r1;
   cc::HostRegistration r2(std::move(r1));
   EXPECT_EQ(r2.ptr(), nullptr);
-  EXPECT_FALSE(cc::HostRegistration::create(nullptr, 16, &r2).ok());
+  EXPECT_FALSE(cc::HostRegistration::create(nullptr, 16, &r2).is_ok());
   cc::PinnedHostBuffer p1;
   cc::PinnedHostBuffer p2(std::move(p1));
   EXPECT_EQ(p2.size(), 0u);
-  EXPECT_FALSE(cc::PinnedHostBuffer::create(0, &p2).ok());
+  EXPECT_FALSE(cc::PinnedHostBuffer::create(0, &p2).is_ok());
   cc::DeviceBuffer b1;
   cc::DeviceBuffer b2(std::move(b1));
   EXPECT_EQ(b2.ptr(), 0u);
   EXPECT_EQ(b2.device(), -1);
-  EXPECT_FALSE(cc::DeviceBuffer::create(0, 0, &b2).ok());
+  EXPECT_FALSE(cc::DeviceBuffer::create(0, 0, &b2).is_ok());
 }
 
 TEST(Launchers, ArgumentChecksAndNoOps) {
   // Nothing to fill: no CUDA call at all, so this succeeds without a GPU too.
-  EXPECT_TRUE(cc::launch_fill_pattern(0, 0, 0, 0, 1, nullptr).ok());
-  EXPECT_TRUE(cc::launch_fill_pattern(0x1000, 16, 0, 5, 1, nullptr).ok());
-  EXPECT_FALSE(cc::launch_fill_pattern(0, 16, 16, 2, 1, nullptr).ok());
-  EXPECT_FALSE(cc::launch_fill_pattern(0x1000, 8, 16, 2, 1, nullptr).ok());  // pitch < row
-  EXPECT_FALSE(cc::launch_image_checksum(0x1000, 16, 16, 2, 0x2000, 0, nullptr).ok());
-  EXPECT_FALSE(cc::launch_image_checksum(0x1000, 16, 16, 2, 0x2000, 0x3004, nullptr).ok());
-  EXPECT_FALSE(cc::launch_image_checksum(0x1000, 16, 16, 2, 0, 0x3000, nullptr).ok());
-  EXPECT_FALSE(cc::launch_image_checksum(0, 16, 16, 2, 0x2000, 0x3000, nullptr).ok());
+  EXPECT_TRUE(cc::launch_fill_pattern(0, 0, 0, 0, 1, nullptr).is_ok());
+  EXPECT_TRUE(cc::launch_fill_pattern(0x1000, 16, 0, 5, 1, nullptr).is_ok());
+  EXPECT_FALSE(cc::launch_fill_pattern(0, 16, 16, 2, 1, nullptr).is_ok());
+  EXPECT_FALSE(cc::launch_fill_pattern(0x1000, 8, 16, 2, 1, nullptr).is_ok());  // pitch < row
+  EXPECT_FALSE(cc::launch_image_checksum(0x1000, 16, 16, 2, 0x2000, 0, nullptr).is_ok());
+  EXPECT_FALSE(cc::launch_image_checksum(0x1000, 16, 16, 2, 0x2000, 0x3004, nullptr).is_ok());
+  EXPECT_FALSE(cc::launch_image_checksum(0x1000, 16, 16, 2, 0, 0x3000, nullptr).is_ok());
+  EXPECT_FALSE(cc::launch_image_checksum(0, 16, 16, 2, 0x2000, 0x3000, nullptr).is_ok());
   const cc::Status st = cc::launch_image_checksum(0x1000, 8, 16, 2, 0x2000, 0x3000, nullptr);
-  EXPECT_FALSE(st.ok());
+  EXPECT_FALSE(st.is_ok());
   EXPECT_TRUE(contains(st.message(), "pitch")) << st.message();
-  EXPECT_TRUE(cc::copy_2d_async(nullptr, 0, nullptr, 0, 0, 5, nullptr).ok());
-  EXPECT_FALSE(cc::copy_2d_async(nullptr, 16, nullptr, 16, 16, 5, nullptr).ok());
+  EXPECT_TRUE(cc::copy_2d_async(nullptr, 0, nullptr, 0, 0, 5, nullptr).is_ok());
+  EXPECT_FALSE(cc::copy_2d_async(nullptr, 16, nullptr, 16, 16, 5, nullptr).is_ok());
 }
 
 }  // namespace

@@ -30,7 +30,7 @@
 
 #include "cuda_api.h"
 #include "cuda_test_util.h"
-#include "kernels.h"
+#include "test_pattern.h"
 
 namespace cc = cipc_cuda;
 
@@ -55,25 +55,25 @@ cc::Status gpu_checksum(int device, cc::DevicePtr image, size_t pitch, size_t ro
                         size_t rows, cc::StreamHandle stream, uint64_t* out) {
   cc::DeviceBuffer scratch, result;
   cc::Status st = cc::DeviceBuffer::create(device, std::max<size_t>(rows, 1) * 8, &scratch);
-  if (!st.ok()) return st;
+  if (!st.is_ok()) return st;
   st = cc::DeviceBuffer::create(device, 8, &result);
-  if (!st.ok()) return st;
+  if (!st.is_ok()) return st;
   std::vector<uint8_t> garbage(std::max<size_t>(rows, 1) * 8, 0xAB);
   st = cc::copy_2d_async(as_ptr(scratch.ptr()), garbage.size(), garbage.data(), garbage.size(),
                          garbage.size(), 1, stream);
-  if (!st.ok()) return st;
+  if (!st.is_ok()) return st;
   st = cc::copy_2d_async(as_ptr(result.ptr()), 8, garbage.data(), 8, 8, 1, stream);
-  if (!st.ok()) return st;
+  if (!st.is_ok()) return st;
   st =
       cc::launch_image_checksum(image, pitch, row_bytes, rows, scratch.ptr(), result.ptr(), stream);
-  if (!st.ok()) return st;
+  if (!st.is_ok()) return st;
   uint64_t host = 0;
   st = cc::copy_2d_async(&host, 8, as_ptr(result.ptr()), 8, 8, 1, stream);
-  if (!st.ok()) return st;
+  if (!st.is_ok()) return st;
   if (cudaStreamSynchronize(static_cast<cudaStream_t>(stream)) != cudaSuccess)
     return cc::Status::failure("cudaStreamSynchronize failed");
   *out = host;
-  return cc::Status::success();
+  return cc::Status::ok();
 }
 
 // The pattern's expected bytes: the CPU reference on a buffer prefilled like the device one.
@@ -122,9 +122,9 @@ TEST_F(Gpu, QueryDevice) {
     EXPECT_GT(info_.granularity, 0u);
     EXPECT_EQ(info_.granularity & (info_.granularity - 1), 0u);  // a power of two
   }
-  EXPECT_TRUE(cc::set_device(0).ok());
+  EXPECT_TRUE(cc::set_device(0).is_ok());
   const cc::Status bad = cc::set_device(cc::device_count(nullptr));
-  EXPECT_FALSE(bad.ok());
+  EXPECT_FALSE(bad.is_ok());
   EXPECT_NE(bad.message().find("cudaSetDevice"), std::string::npos) << bad.message();
 }
 
@@ -305,7 +305,7 @@ TEST_F(Gpu, VmmCreateExportImportSameProcess) {
   // An import cannot be re-exported.
   int fd3 = 7;
   const cc::Status reexport = b.export_fd(&fd3);
-  EXPECT_FALSE(reexport.ok());
+  EXPECT_FALSE(reexport.is_ok());
   EXPECT_EQ(fd3, -1);
 
   // The imported mapping keeps the memory alive after the creator lets go.
@@ -328,19 +328,19 @@ TEST_F(Gpu, VmmImportSizes) {
     // Announced larger than the real allocation: the driver refuses the mapping; nothing leaks.
     cc::DeviceAllocation b;
     const cc::Status st = cc::DeviceAllocation::import(0, fd, a.mapped_size() + 1, &b);
-    EXPECT_FALSE(st.ok());
+    EXPECT_FALSE(st.is_ok());
     std::cout << "[          ] oversized import: " << st.message() << "\n";
     EXPECT_EQ(b.ptr(), 0u);
   }
   {
     cc::DeviceAllocation b;
-    EXPECT_FALSE(cc::DeviceAllocation::import(0, fd, size_t(1) << 50, &b).ok());
-    EXPECT_FALSE(cc::DeviceAllocation::import(0, fd, 0, &b).ok());
+    EXPECT_FALSE(cc::DeviceAllocation::import(0, fd, size_t(1) << 50, &b).is_ok());
+    EXPECT_FALSE(cc::DeviceAllocation::import(0, fd, 0, &b).is_ok());
   }
   // Repeated failures leave nothing behind: a failing import 200 times, then normal work.
   for (int i = 0; i < 200; ++i) {
     cc::DeviceAllocation b;
-    ASSERT_FALSE(cc::DeviceAllocation::import(0, fd, a.mapped_size() * 2, &b).ok());
+    ASSERT_FALSE(cc::DeviceAllocation::import(0, fd, a.mapped_size() * 2, &b).is_ok());
   }
   cc::DeviceAllocation ok;
   ASSERT_OK(cc::DeviceAllocation::import(0, fd, a.size(), &ok));
@@ -361,7 +361,7 @@ TEST_F(Gpu, VmmImportOfPartOfAnAllocationIsRefusedCleanly) {
   ASSERT_OK(a.export_fd(&fd));
   cc::DeviceAllocation part;
   const cc::Status st = cc::DeviceAllocation::import(0, fd, 1, &part);
-  EXPECT_FALSE(st.ok());
+  EXPECT_FALSE(st.is_ok());
   EXPECT_EQ(part.ptr(), 0u);
   std::cout << "[          ] partial import: " << st.message() << "\n";
   cc::DeviceAllocation whole;
@@ -380,7 +380,7 @@ TEST_F(Gpu, VmmImportBogusDescriptorsFailCleanly) {
   ASSERT_EQ(pipe(p), 0);
   cc::DeviceAllocation b;
   cc::Status st = cc::DeviceAllocation::import(0, p[0], 1 << 20, &b);
-  EXPECT_FALSE(st.ok());
+  EXPECT_FALSE(st.is_ok());
   std::cout << "[          ] pipe import: " << st.message() << "\n";
   EXPECT_EQ(b.ptr(), 0u);
   close(p[0]);
@@ -389,12 +389,12 @@ TEST_F(Gpu, VmmImportBogusDescriptorsFailCleanly) {
   const int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
   ASSERT_GE(devnull, 0);
   st = cc::DeviceAllocation::import(0, devnull, 1 << 20, &b);
-  EXPECT_FALSE(st.ok());
+  EXPECT_FALSE(st.is_ok());
   std::cout << "[          ] /dev/null import: " << st.message() << "\n";
   close(devnull);
 
   st = cc::DeviceAllocation::import(0, -1, 1 << 20, &b);
-  EXPECT_FALSE(st.ok());
+  EXPECT_FALSE(st.is_ok());
   EXPECT_NE(st.message().find("invalid descriptor"), std::string::npos) << st.message();
 
   // A descriptor number that is not open.
@@ -402,20 +402,20 @@ TEST_F(Gpu, VmmImportBogusDescriptorsFailCleanly) {
   ASSERT_GE(closed, 0);
   close(closed);
   st = cc::DeviceAllocation::import(0, closed, 1 << 20, &b);
-  EXPECT_FALSE(st.ok());
+  EXPECT_FALSE(st.is_ok());
   std::cout << "[          ] closed-fd import: " << st.message() << "\n";
 }
 
 TEST_F(Gpu, VmmCreateFailsCleanly) {
   NEED_VMM();
   cc::DeviceAllocation a;
-  EXPECT_FALSE(cc::DeviceAllocation::create(0, 0, &a).ok());
+  EXPECT_FALSE(cc::DeviceAllocation::create(0, 0, &a).is_ok());
   const cc::Status huge = cc::DeviceAllocation::create(0, size_t(1) << 50, &a);  // 1 PiB
-  EXPECT_FALSE(huge.ok());
+  EXPECT_FALSE(huge.is_ok());
   std::cout << "[          ] 1 PiB create: " << huge.message() << "\n";
   EXPECT_EQ(a.ptr(), 0u);
-  EXPECT_FALSE(cc::DeviceAllocation::create(0, SIZE_MAX, &a).ok());
-  EXPECT_FALSE(cc::DeviceAllocation::create(cc::device_count(nullptr), 4096, &a).ok());
+  EXPECT_FALSE(cc::DeviceAllocation::create(0, SIZE_MAX, &a).is_ok());
+  EXPECT_FALSE(cc::DeviceAllocation::create(cc::device_count(nullptr), 4096, &a).is_ok());
   // And afterwards everything still works.
   ASSERT_OK(cc::DeviceAllocation::create(0, 4096, &a));
 }
@@ -491,28 +491,28 @@ int child_main(int sock) {
   cc::DeviceAllocation mem;
   cc::Status st = cc::DeviceAllocation::import(device, fd, req.size, &mem);
   close(fd);
-  if (!st.ok()) return fail("child import: " + st.message());
+  if (!st.is_ok()) return fail("child import: " + st.message());
   cc::IpcEventHandle handle;
   std::memcpy(handle.data(), req.event, handle.size());
   cc::Event ready;
   st = cc::Event::open(device, handle, &ready);
-  if (!st.ok()) return fail("child Event::open: " + st.message());
+  if (!st.is_ok()) return fail("child Event::open: " + st.message());
   cc::Stream stream;
   st = cc::Stream::create(device, &stream);
-  if (!st.ok()) return fail("child stream: " + st.message());
+  if (!st.is_ok()) return fail("child stream: " + st.message());
   st = ready.wait(stream.handle());  // GPU-side: the parent did not synchronise
-  if (!st.ok()) return fail("child wait: " + st.message());
+  if (!st.is_ok()) return fail("child wait: " + st.message());
 
   const size_t bytes = req.pitch * req.rows;
   cc::PinnedHostBuffer host;
   st = cc::PinnedHostBuffer::create(bytes, &host);
-  if (!st.ok()) return fail("child pinned: " + st.message());
+  if (!st.is_ok()) return fail("child pinned: " + st.message());
   st = cc::copy_2d_async(host.data(), req.pitch, as_ptr(mem.ptr()), req.pitch, req.row_bytes,
                          req.rows, stream.handle());
-  if (!st.ok()) return fail("child copy: " + st.message());
+  if (!st.is_ok()) return fail("child copy: " + st.message());
   uint64_t sum = 0;
   st = gpu_checksum(device, mem.ptr(), req.pitch, req.row_bytes, req.rows, stream.handle(), &sum);
-  if (!st.ok()) return fail("child checksum: " + st.message());
+  if (!st.is_ok()) return fail("child checksum: " + st.message());
   const std::vector<uint8_t> want =
       expected_pattern(req.pitch, req.row_bytes, req.rows, req.seed, 0);
   for (size_t r = 0; r < req.rows; ++r) {
@@ -523,8 +523,8 @@ int child_main(int sock) {
   // Write back a new pattern for the parent.
   st = cc::launch_fill_pattern(mem.ptr(), req.pitch, req.row_bytes, req.rows, req.new_seed,
                                stream.handle());
-  if (st.ok()) st = stream.synchronize();
-  if (!st.ok()) return fail("child fill: " + st.message());
+  if (st.is_ok()) st = stream.synchronize();
+  if (!st.is_ok()) return fail("child fill: " + st.message());
   reply.ok = 1;
   reply.checksum = sum;
   std::snprintf(reply.message, sizeof(reply.message), "child: imported at %s on device %d",
@@ -639,8 +639,8 @@ TEST_F(Gpu, InterprocessEventInOneProcess) {
   cc::Event opened;
   const cc::Status st = cc::Event::open(0, h, &opened);
   std::cout << "[          ] same-process Event::open: "
-            << (st.ok() ? std::string("works") : "fails: " + st.message()) << "\n";
-  if (st.ok()) {
+            << (st.is_ok() ? std::string("works") : "fails: " + st.message()) << "\n";
+  if (st.is_ok()) {
     ASSERT_TRUE(opened.valid());
     ASSERT_OK(opened.record(stream_.handle()));
     ASSERT_OK(opened.wait(other.handle()));
@@ -697,7 +697,7 @@ TEST_F(Gpu, HostRegistrationAndPitchedCopies) {
     // Registering the same range twice fails cleanly.
     cc::HostRegistration twice;
     const cc::Status st = cc::HostRegistration::create(src, host_pitch * rows, &twice);
-    EXPECT_FALSE(st.ok());
+    EXPECT_FALSE(st.is_ok());
     EXPECT_EQ(twice.ptr(), nullptr);
 
     cc::DeviceBuffer dev;
@@ -747,8 +747,8 @@ TEST_F(Gpu, PinnedHostBufferAndDeviceToDevice) {
   const std::vector<uint8_t> want = expected_pattern(640, 640, 480, 99, 0);
   EXPECT_EQ(0, std::memcmp(pinned.data(), want.data(), want.size()));
   // A pitch smaller than the row is refused before CUDA sees it.
-  EXPECT_FALSE(
-      cc::copy_2d_async(pinned.data(), 100, as_ptr(b.ptr()), 704, 640, 2, stream_.handle()).ok());
+  EXPECT_FALSE(cc::copy_2d_async(pinned.data(), 100, as_ptr(b.ptr()), 704, 640, 2, stream_.handle())
+                   .is_ok());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -814,7 +814,7 @@ TEST_F(Gpu, MoveSemantics) {
     EXPECT_EQ(a2.size(), 1000u);
     EXPECT_EQ(a2.mapped_size(), mapped);
     int fd = -1;
-    EXPECT_FALSE(a1.export_fd(&fd).ok());
+    EXPECT_FALSE(a1.export_fd(&fd).is_ok());
     ASSERT_OK(a2.export_fd(&fd));  // the handle moved along
     close(fd);
     cc::DeviceAllocation a3;

@@ -21,6 +21,7 @@
 #include "debayer.h"
 #include "debayer_gpu.h"
 
+namespace cb = cipc_bayer;
 namespace cc = cipc_cuda;
 
 namespace {
@@ -35,7 +36,7 @@ struct Raw {
 
 // Random 10-bit samples (a quarter of them forced to 0 or 1023) in the given alignment; the
 // unused bits hold random garbage, which the debayer must ignore. Padding is random too.
-Raw random_raw(int width, int height, size_t pitch, cc::BitAlignment a, uint32_t seed) {
+Raw random_raw(int width, int height, size_t pitch, cb::BitAlignment a, uint32_t seed) {
   Raw raw{width, height, pitch, std::vector<uint8_t>(pitch * static_cast<size_t>(height))};
   std::mt19937 rng(seed);
   for (auto& b : raw.bytes) b = static_cast<uint8_t>(rng());
@@ -46,7 +47,7 @@ Raw random_raw(int width, int height, size_t pitch, cc::BitAlignment a, uint32_t
       if (pick == 0) v = 0;
       if (pick == 1) v = 1023;
       const uint32_t garbage = rng();
-      const uint16_t word = a == cc::BitAlignment::kLsb
+      const uint16_t word = a == cb::BitAlignment::kLsb
                                 ? static_cast<uint16_t>(v | ((garbage & 0x3F) << 10))
                                 : static_cast<uint16_t>((v << 6) | (garbage & 0x3F));
       uint8_t* p = raw.bytes.data() + static_cast<size_t>(r) * pitch + 2 * static_cast<size_t>(c);
@@ -72,24 +73,24 @@ class GpuDebayerTest : public ::testing::Test {
                                cc::WhiteBalance wb = cc::WhiteBalance::kFixed) {
     std::vector<uint8_t> out(out_pitch * static_cast<size_t>(raw.height), 0x5A);
     cc::DeviceBuffer in_dev, out_dev;
-    EXPECT_TRUE(cc::DeviceBuffer::create(0, raw.bytes.size(), &in_dev).ok());
-    EXPECT_TRUE(cc::DeviceBuffer::create(0, out.size(), &out_dev).ok());
+    EXPECT_TRUE(cc::DeviceBuffer::create(0, raw.bytes.size(), &in_dev).is_ok());
+    EXPECT_TRUE(cc::DeviceBuffer::create(0, out.size(), &out_dev).is_ok());
     if (!in_dev.ptr() || !out_dev.ptr()) return {};
     EXPECT_TRUE(cc::copy_2d_async(as_ptr(in_dev.ptr()), raw.bytes.size(), raw.bytes.data(),
                                   raw.bytes.size(), raw.bytes.size(), 1, stream_.handle())
-                    .ok());
+                    .is_ok());
     EXPECT_TRUE(cc::copy_2d_async(as_ptr(out_dev.ptr()), out.size(), out.data(), out.size(),
                                   out.size(), 1, stream_.handle())
-                    .ok());
-    EXPECT_TRUE(debayer_.configure(p, wb, stream_.handle()).ok());
+                    .is_ok());
+    EXPECT_TRUE(debayer_.configure(p, wb, stream_.handle()).is_ok());
     const cc::Status st = debayer_.run(in_dev.ptr(), raw.pitch, out_dev.ptr(), out_pitch, raw.width,
                                        raw.height, stream_.handle());
-    EXPECT_TRUE(st.ok()) << st.message();
+    EXPECT_TRUE(st.is_ok()) << st.message();
     EXPECT_TRUE(cc::copy_2d_async(out.data(), out.size(), as_ptr(out_dev.ptr()), out.size(),
                                   out.size(), 1, stream_.handle())
-                    .ok());
+                    .is_ok());
     const cc::Status sync = stream_.synchronize();
-    EXPECT_TRUE(sync.ok()) << sync.message();
+    EXPECT_TRUE(sync.is_ok()) << sync.message();
     return out;
   }
 
@@ -120,7 +121,7 @@ Diff compare(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
   return d;
 }
 
-const char* phase_name(cc::BayerPhase p) {
+const char* phase_name(cb::CfaOrder p) {
   static const char* kNames[] = {"RGGB", "BGGR", "GRBG", "GBRG"};
   return kNames[static_cast<int>(p)];
 }
@@ -134,13 +135,13 @@ TEST_F(GpuDebayerTest, MatchesCpuReferenceOverPhasesAlignmentsMethodsAndOddSizes
   const Size sizes[] = {{1, 1, 0, 0},    {2, 2, 2, 4},   {3, 5, 0, 0},     {5, 3, 6, 12},
                         {63, 17, 2, 0},  {65, 15, 0, 8}, {127, 33, 10, 4}, {333, 211, 64, 36},
                         {1921, 7, 0, 0}, {64, 16, 0, 0}, {517, 77, 6, 0}};
-  const cc::BayerPhase phases[] = {cc::BayerPhase::kRGGB, cc::BayerPhase::kBGGR,
-                                   cc::BayerPhase::kGRBG, cc::BayerPhase::kGBRG};
+  const cb::CfaOrder phases[] = {cb::CfaOrder::kRGGB, cb::CfaOrder::kBGGR, cb::CfaOrder::kGRBG,
+                                 cb::CfaOrder::kGBRG};
   uint32_t seed = 1234;
   size_t compared = 0, differing = 0;
   for (const Size& s : sizes) {
-    for (cc::BayerPhase phase : phases) {
-      for (cc::BitAlignment align : {cc::BitAlignment::kLsb, cc::BitAlignment::kMsb}) {
+    for (cb::CfaOrder phase : phases) {
+      for (cb::BitAlignment align : {cb::BitAlignment::kLsb, cb::BitAlignment::kMsb}) {
         for (cc::Demosaic method : {cc::Demosaic::kBilinear, cc::Demosaic::kMhc}) {
           cc::DebayerParams p;
           p.phase = phase;
@@ -162,7 +163,7 @@ TEST_F(GpuDebayerTest, MatchesCpuReferenceOverPhasesAlignmentsMethodsAndOddSizes
           compared += cpu.size();
           differing += d.count;
           ASSERT_LE(d.max, 1) << s.w << "x" << s.h << " " << phase_name(phase)
-                              << (align == cc::BitAlignment::kMsb ? " msb " : " lsb ")
+                              << (align == cb::BitAlignment::kMsb ? " msb " : " lsb ")
                               << (method == cc::Demosaic::kMhc ? "mhc" : "bilinear") << ": "
                               << d.count << " bytes differ";
         }
@@ -177,7 +178,7 @@ TEST_F(GpuDebayerTest, LinearAndRgbaOrderMatchAtFullHd) {
   p.transfer = cc::Transfer::kLinear;
   p.order = cc::PixelOrder::kRgba;
   p.black_level = 64;
-  const Raw raw = random_raw(1920, 1080, 3840, cc::BitAlignment::kLsb, 77);
+  const Raw raw = random_raw(1920, 1080, 3840, cb::BitAlignment::kLsb, 77);
   const Diff d = compare(run_gpu(raw, 7680, p), run_cpu(raw, 7680, p));
   EXPECT_LE(d.max, 1) << d.count << " bytes differ";
 }
@@ -185,7 +186,7 @@ TEST_F(GpuDebayerTest, LinearAndRgbaOrderMatchAtFullHd) {
 TEST_F(GpuDebayerTest, ReadsMappedPinnedHostInputInPlace) {
   const int w = 641, h = 363;
   const size_t in_pitch = 2 * w + 14, out_pitch = 4 * w;
-  const Raw raw = random_raw(w, h, in_pitch, cc::BitAlignment::kMsb, 9);
+  const Raw raw = random_raw(w, h, in_pitch, cb::BitAlignment::kMsb, 9);
   cc::PinnedHostBuffer pinned;
   ASSERT_OK(cc::PinnedHostBuffer::create(raw.bytes.size(), &pinned));
   std::memcpy(pinned.data(), raw.bytes.data(), raw.bytes.size());
@@ -194,8 +195,8 @@ TEST_F(GpuDebayerTest, ReadsMappedPinnedHostInputInPlace) {
   cc::DeviceBuffer out_dev;
   ASSERT_OK(cc::DeviceBuffer::create(0, out_pitch * h, &out_dev));
   cc::DebayerParams p;
-  p.alignment = cc::BitAlignment::kMsb;
-  p.phase = cc::BayerPhase::kGBRG;
+  p.alignment = cb::BitAlignment::kMsb;
+  p.phase = cb::CfaOrder::kGBRG;
   ASSERT_OK(debayer_.configure(p, cc::WhiteBalance::kFixed, stream_.handle()));
   ASSERT_OK(debayer_.run(in, in_pitch, out_dev.ptr(), out_pitch, w, h, stream_.handle()));
   std::vector<uint8_t> gpu(out_pitch * h);
@@ -213,21 +214,21 @@ TEST_F(GpuDebayerTest, GrayWorldUsesThePreviousFramesStatistics) {
   const int w = 517, h = 301;
   const size_t in_pitch = 2 * w, out_pitch = 4 * w;
   cc::DebayerParams p;
-  p.phase = cc::BayerPhase::kGRBG;
+  p.phase = cb::CfaOrder::kGRBG;
   p.black_level = 40;
   p.wb_red = 1.5f;
   p.wb_blue = 2.5f;
   // Frames with a colour cast: red and blue samples scaled down, differently per frame.
   std::vector<Raw> frames;
   for (int f = 0; f < 3; ++f) {
-    Raw raw = random_raw(w, h, in_pitch, cc::BitAlignment::kLsb, 500 + f);
+    Raw raw = random_raw(w, h, in_pitch, cb::BitAlignment::kLsb, 500 + f);
     for (int r = 0; r < h; ++r) {
       for (int c = 0; c < w; ++c) {
         uint8_t* px = raw.bytes.data() + r * in_pitch + 2 * c;
         int v = (px[0] | (px[1] << 8)) & 0x3FF;
-        const cc::CfaColor color = cc::cfa_color(p.phase, r, c);
-        if (color == cc::kCfaRed) v = v * (f + 1) / 5;
-        if (color == cc::kCfaBlue) v = v / (f + 2);
+        const cb::CfaColor color = cb::cfa_color(p.phase, r, c);
+        if (color == cb::kCfaRed) v = v * (f + 1) / 5;
+        if (color == cb::kCfaBlue) v = v / (f + 2);
         px[0] = static_cast<uint8_t>(v & 0xFF);
         px[1] = static_cast<uint8_t>(v >> 8);
       }
@@ -262,13 +263,13 @@ TEST_F(GpuDebayerTest, RejectsBadGeometryWithAClearMessage) {
   cc::DeviceBuffer buf;
   ASSERT_OK(cc::DeviceBuffer::create(0, 1 << 20, &buf));
   cc::Status st = debayer_.run(buf.ptr(), 100, buf.ptr(), 400, 64, 4, stream_.handle());
-  EXPECT_FALSE(st.ok());
+  EXPECT_FALSE(st.is_ok());
   EXPECT_NE(st.message().find("input rows"), std::string::npos) << st.message();
   st = debayer_.run(buf.ptr(), 128, buf.ptr() + 2, 256, 64, 4, stream_.handle());
-  EXPECT_FALSE(st.ok());
+  EXPECT_FALSE(st.is_ok());
   EXPECT_NE(st.message().find("output rows"), std::string::npos) << st.message();
   st = debayer_.run(buf.ptr(), 128, buf.ptr(), 256, 0, 4, stream_.handle());
-  EXPECT_FALSE(st.ok());
+  EXPECT_FALSE(st.is_ok());
 }
 
 }  // namespace

@@ -13,19 +13,20 @@
 
 #include "debayer.h"
 
+namespace cb = cipc_bayer;
 namespace cc = cipc_cuda;
 
 namespace {
 
-constexpr cc::BayerPhase kPhases[] = {cc::BayerPhase::kRGGB, cc::BayerPhase::kBGGR,
-                                      cc::BayerPhase::kGRBG, cc::BayerPhase::kGBRG};
-constexpr cc::BitAlignment kAlignments[] = {cc::BitAlignment::kLsb, cc::BitAlignment::kMsb};
+constexpr cb::CfaOrder kPhases[] = {cb::CfaOrder::kRGGB, cb::CfaOrder::kBGGR, cb::CfaOrder::kGRBG,
+                                    cb::CfaOrder::kGBRG};
+constexpr cb::BitAlignment kAlignments[] = {cb::BitAlignment::kLsb, cb::BitAlignment::kMsb};
 constexpr cc::Demosaic kMethods[] = {cc::Demosaic::kBilinear, cc::Demosaic::kMhc};
 
 // The 16-bit word holding the 10-bit value v. MSB-aligned words get the replicated MSBs in
 // bits 5..0 (as Xavier's VI writes them), which the debayer must ignore.
-uint16_t encode(int v, cc::BitAlignment a) {
-  return a == cc::BitAlignment::kLsb ? static_cast<uint16_t>(v)
+uint16_t encode(int v, cb::BitAlignment a) {
+  return a == cb::BitAlignment::kLsb ? static_cast<uint16_t>(v)
                                      : static_cast<uint16_t>((v << 6) | (v >> 4));
 }
 
@@ -87,10 +88,10 @@ int lin8(double v10) {
   return static_cast<int>(std::lround(255.0 * index / 4095.0));
 }
 
-std::string describe(cc::BayerPhase ph, cc::BitAlignment a, cc::Demosaic m) {
+std::string describe(cb::CfaOrder ph, cb::BitAlignment a, cc::Demosaic m) {
   static const char* phases[] = {"RGGB", "BGGR", "GRBG", "GBRG"};
   return std::string(phases[static_cast<int>(ph)]) +
-         (a == cc::BitAlignment::kLsb ? " lsb " : " msb ") +
+         (a == cb::BitAlignment::kLsb ? " lsb " : " msb ") +
          (m == cc::Demosaic::kBilinear ? "bilinear" : "mhc");
 }
 
@@ -149,32 +150,32 @@ TEST(DebayerTransfer, Power) {
 // G = centre, the colour of its row neighbours = horizontal, of its column ones = vertical.
 
 struct HandCase {
-  cc::BayerPhase phase;
+  cb::CfaOrder phase;
   int r, c;
   int red, green, blue;  // 10-bit levels
 };
 
 constexpr HandCase kHandCases[] = {
     // RGGB: R G / G B
-    {cc::BayerPhase::kRGGB, 1, 1, 228, 442, 128},  // B site
-    {cc::BayerPhase::kRGGB, 1, 2, 48, 700, 84},    // G in a B row: B horizontal, R vertical
-    {cc::BayerPhase::kRGGB, 2, 1, 416, 256, 564},  // G in an R row: R horizontal, B vertical
-    {cc::BayerPhase::kRGGB, 2, 2, 32, 489, 312},   // R site
+    {cb::CfaOrder::kRGGB, 1, 1, 228, 442, 128},  // B site
+    {cb::CfaOrder::kRGGB, 1, 2, 48, 700, 84},    // G in a B row: B horizontal, R vertical
+    {cb::CfaOrder::kRGGB, 2, 1, 416, 256, 564},  // G in an R row: R horizontal, B vertical
+    {cb::CfaOrder::kRGGB, 2, 2, 32, 489, 312},   // R site
     // BGGR: B G / G R
-    {cc::BayerPhase::kBGGR, 1, 1, 128, 442, 228},  // R site
-    {cc::BayerPhase::kBGGR, 1, 2, 84, 700, 48},    // G in an R row
-    {cc::BayerPhase::kBGGR, 2, 1, 564, 256, 416},  // G in a B row
-    {cc::BayerPhase::kBGGR, 2, 2, 312, 489, 32},   // B site
+    {cb::CfaOrder::kBGGR, 1, 1, 128, 442, 228},  // R site
+    {cb::CfaOrder::kBGGR, 1, 2, 84, 700, 48},    // G in an R row
+    {cb::CfaOrder::kBGGR, 2, 1, 564, 256, 416},  // G in a B row
+    {cb::CfaOrder::kBGGR, 2, 2, 312, 489, 32},   // B site
     // GRBG: G R / B G
-    {cc::BayerPhase::kGRBG, 1, 1, 384, 128, 500},  // G in a B row
-    {cc::BayerPhase::kGRBG, 1, 2, 567, 66, 700},   // B site
-    {cc::BayerPhase::kGRBG, 2, 1, 256, 490, 400},  // R site
-    {cc::BayerPhase::kGRBG, 2, 2, 428, 32, 550},   // G in an R row
+    {cb::CfaOrder::kGRBG, 1, 1, 384, 128, 500},  // G in a B row
+    {cb::CfaOrder::kGRBG, 1, 2, 567, 66, 700},   // B site
+    {cb::CfaOrder::kGRBG, 2, 1, 256, 490, 400},  // R site
+    {cb::CfaOrder::kGRBG, 2, 2, 428, 32, 550},   // G in an R row
     // GBRG: G B / R G
-    {cc::BayerPhase::kGBRG, 1, 1, 500, 128, 384},  // G in an R row
-    {cc::BayerPhase::kGBRG, 1, 2, 700, 66, 567},   // R site
-    {cc::BayerPhase::kGBRG, 2, 1, 400, 490, 256},  // B site
-    {cc::BayerPhase::kGBRG, 2, 2, 550, 32, 428},   // G in a B row
+    {cb::CfaOrder::kGBRG, 1, 1, 500, 128, 384},  // G in an R row
+    {cb::CfaOrder::kGBRG, 1, 2, 700, 66, 567},   // R site
+    {cb::CfaOrder::kGBRG, 2, 1, 400, 490, 256},  // B site
+    {cb::CfaOrder::kGBRG, 2, 2, 550, 32, 428},   // G in a B row
 };
 
 TEST(DebayerCpu, BilinearByHand) {
@@ -184,7 +185,7 @@ TEST(DebayerCpu, BilinearByHand) {
                  300, 128, 700, 40,  //
                  800, 256, 32, 600,  //
                  200, 1000, 400, 80}};
-  for (cc::BitAlignment a : kAlignments)
+  for (cb::BitAlignment a : kAlignments)
     for (const HandCase& hc : kHandCases) {
       cc::DebayerParams p;
       p.phase = hc.phase;
@@ -306,8 +307,8 @@ TEST(DebayerCpu, FlatFieldStaysFlat) {
   for (cc::Transfer t : {cc::Transfer::kLinear, cc::Transfer::kSrgb}) {
     const auto table = cc::make_transfer_table(t, 2.2f);
     const uint8_t expected = table[static_cast<size_t>(std::lroundf(512.0f / 1023.0f * 4095.0f))];
-    for (cc::BayerPhase ph : kPhases)
-      for (cc::BitAlignment a : kAlignments)
+    for (cb::CfaOrder ph : kPhases)
+      for (cb::BitAlignment a : kAlignments)
         for (cc::Demosaic m : kMethods) {
           SCOPED_TRACE(describe(ph, a, m));
           cc::DebayerParams p;
@@ -330,7 +331,7 @@ TEST(DebayerCpu, BlackLevelGivesZero) {
   for (int value : {50, 20, 0}) {  // at and below black
     const Raw raw = flat(10, 8, value);
     for (cc::Demosaic m : kMethods)
-      for (cc::BitAlignment a : kAlignments) {
+      for (cb::BitAlignment a : kAlignments) {
         cc::DebayerParams p;
         p.black_level = 50;
         p.method = m;
@@ -372,9 +373,9 @@ TEST(DebayerCpu, WhiteBalanceScalesChannels) {
     return static_cast<int>(table[static_cast<size_t>(std::lroundf(x * 4095.0f))]);
   };
   for (cc::Transfer t : {cc::Transfer::kLinear, cc::Transfer::kSrgb, cc::Transfer::kPower})
-    for (cc::BayerPhase ph : kPhases)
+    for (cb::CfaOrder ph : kPhases)
       for (cc::Demosaic m : kMethods) {
-        SCOPED_TRACE(describe(ph, cc::BitAlignment::kLsb, m));
+        SCOPED_TRACE(describe(ph, cb::BitAlignment::kLsb, m));
         p.transfer = t;
         p.phase = ph;
         p.method = m;
@@ -397,9 +398,9 @@ TEST(DebayerCpu, HorizontalGradientReproduced) {
   Raw raw = flat(64, 16, 0);
   for (int r = 0; r < raw.height; ++r)
     for (int c = 0; c < raw.width; ++c) raw.at(r, c) = 8 + 15 * c;  // 8 .. 953
-  for (cc::BayerPhase ph : kPhases)
+  for (cb::CfaOrder ph : kPhases)
     for (cc::Demosaic m : kMethods) {
-      SCOPED_TRACE(describe(ph, cc::BitAlignment::kLsb, m));
+      SCOPED_TRACE(describe(ph, cb::BitAlignment::kLsb, m));
       cc::DebayerParams p;
       p.phase = ph;
       p.method = m;
@@ -421,11 +422,11 @@ TEST(DebayerCpu, HorizontalGradientReproduced) {
 
 TEST(DebayerCpu, PaddingNeitherReadNorWritten) {
   const Raw raw = pseudo_random(11, 7, 3);
-  for (cc::BitAlignment a : kAlignments)
+  for (cb::BitAlignment a : kAlignments)
     for (cc::Demosaic m : kMethods) {
-      SCOPED_TRACE(describe(cc::BayerPhase::kGRBG, a, m));
+      SCOPED_TRACE(describe(cb::CfaOrder::kGRBG, a, m));
       cc::DebayerParams p;
-      p.phase = cc::BayerPhase::kGRBG;
+      p.phase = cb::CfaOrder::kGRBG;
       p.alignment = a;
       p.method = m;
       const auto tight = run(raw, p);
@@ -442,8 +443,8 @@ TEST(DebayerCpu, TinyImages) {
   for (int w : {1, 2, 3})
     for (int h : {1, 2, 3})
       for (cc::Demosaic m : kMethods)
-        for (cc::BayerPhase ph : kPhases) {
-          SCOPED_TRACE(describe(ph, cc::BitAlignment::kLsb, m) + " " + std::to_string(w) + "x" +
+        for (cb::CfaOrder ph : kPhases) {
+          SCOPED_TRACE(describe(ph, cb::BitAlignment::kLsb, m) + " " + std::to_string(w) + "x" +
                        std::to_string(h));
           cc::DebayerParams p;
           p.phase = ph;
@@ -494,25 +495,25 @@ TEST(DebayerCpu, RgbaOrderSwapsRedAndBlueOnly) {
 
 TEST(DebayerStats, SampleCountsPerColour) {
   // 5 x 3 RGGB: rows 0, 2 are R G R G R (3 R, 2 G each), row 1 is G B G B G (3 G, 2 B).
-  const cc::BayerSums rggb = cc::cfa_sample_counts(cc::BayerPhase::kRGGB, 5, 3);
-  EXPECT_EQ(rggb.count[cc::kCfaRed], 6u);
-  EXPECT_EQ(rggb.count[cc::kCfaGreen], 7u);
-  EXPECT_EQ(rggb.count[cc::kCfaBlue], 2u);
-  const cc::BayerSums gbrg = cc::cfa_sample_counts(cc::BayerPhase::kGBRG, 5, 3);
-  EXPECT_EQ(gbrg.count[cc::kCfaBlue], 4u);  // rows 0, 2 at odd columns
-  EXPECT_EQ(gbrg.count[cc::kCfaGreen], 8u);
-  EXPECT_EQ(gbrg.count[cc::kCfaRed], 3u);  // row 1 at even columns
-  const cc::BayerSums one = cc::cfa_sample_counts(cc::BayerPhase::kBGGR, 1, 1);
-  EXPECT_EQ(one.count[cc::kCfaBlue], 1u);
-  EXPECT_EQ(one.count[cc::kCfaRed] + one.count[cc::kCfaGreen], 0u);
-  for (cc::BayerPhase ph : kPhases) {
+  const cc::BayerSums rggb = cc::cfa_sample_counts(cb::CfaOrder::kRGGB, 5, 3);
+  EXPECT_EQ(rggb.count[cb::kCfaRed], 6u);
+  EXPECT_EQ(rggb.count[cb::kCfaGreen], 7u);
+  EXPECT_EQ(rggb.count[cb::kCfaBlue], 2u);
+  const cc::BayerSums gbrg = cc::cfa_sample_counts(cb::CfaOrder::kGBRG, 5, 3);
+  EXPECT_EQ(gbrg.count[cb::kCfaBlue], 4u);  // rows 0, 2 at odd columns
+  EXPECT_EQ(gbrg.count[cb::kCfaGreen], 8u);
+  EXPECT_EQ(gbrg.count[cb::kCfaRed], 3u);  // row 1 at even columns
+  const cc::BayerSums one = cc::cfa_sample_counts(cb::CfaOrder::kBGGR, 1, 1);
+  EXPECT_EQ(one.count[cb::kCfaBlue], 1u);
+  EXPECT_EQ(one.count[cb::kCfaRed] + one.count[cb::kCfaGreen], 0u);
+  for (cb::CfaOrder ph : kPhases) {
     const cc::BayerSums s = cc::cfa_sample_counts(ph, 333, 211);
     EXPECT_EQ(s.count[0] + s.count[1] + s.count[2], 333u * 211u);
   }
 }
 
 TEST(DebayerStats, SumsSubtractBlackAndIgnoreUnusedBits) {
-  for (cc::BitAlignment a : kAlignments) {
+  for (cb::BitAlignment a : kAlignments) {
     Raw raw = flat(6, 4, 100);
     for (int c = 0; c < 6; ++c) raw.at(1, c) = 10;  // below black: counts as 0
     std::vector<uint8_t> in(2 * 6 * 4);
@@ -528,9 +529,9 @@ TEST(DebayerStats, SumsSubtractBlackAndIgnoreUnusedBits) {
     const cc::BayerSums s = cc::bayer_sums_cpu(in.data(), 12, 6, 4, p);
     // RGGB: R on rows 0, 2 (6 samples of 80); B on rows 1, 3 (row 1 is 10 -> 0; row 3: 3 x 80);
     // G: rows 0, 2 give 6 x 80, row 1 gives 0, row 3 gives 3 x 80.
-    EXPECT_EQ(s.sum[cc::kCfaRed], 6u * 80u);
-    EXPECT_EQ(s.sum[cc::kCfaBlue], 3u * 80u);
-    EXPECT_EQ(s.sum[cc::kCfaGreen], 9u * 80u);
+    EXPECT_EQ(s.sum[cb::kCfaRed], 6u * 80u);
+    EXPECT_EQ(s.sum[cb::kCfaBlue], 3u * 80u);
+    EXPECT_EQ(s.sum[cb::kCfaGreen], 9u * 80u);
   }
 }
 

@@ -375,9 +375,7 @@ gboolean producer_bus(GstBus*, GstMessage* msg, gpointer data) {
       p->exit_code = kExitPipelineError;
       producer_finish(p);
       break;
-    case GST_MESSAGE_WARNING:
-      out_line("WARNING " + bus_text(msg));
-      break;
+    case GST_MESSAGE_WARNING: out_line("WARNING " + bus_text(msg)); break;
     case GST_MESSAGE_STATE_CHANGED:
       if (GST_MESSAGE_SRC(msg) == GST_OBJECT(p->pipeline)) {
         GstState old_state, new_state;
@@ -385,8 +383,7 @@ gboolean producer_bus(GstBus*, GstMessage* msg, gpointer data) {
         if (new_state == GST_STATE_PLAYING && old_state != GST_STATE_PLAYING) out_line("READY");
       }
       break;
-    default:
-      break;
+    default: break;
   }
   return G_SOURCE_CONTINUE;
 }
@@ -674,7 +671,7 @@ int run_consume(const Args& a) {
   // Releases held frames whose time is up (all of them with `all`), checking that the pixels
   // did not change while we held them: the producer must never write a slot we still hold.
   // Host slots are mapped directly. A CUDA slot (any caps) is downloaded afresh by each map
-  // (gst/cudaslot.cpp StagingAccess), so the check reads the slot itself again at release.
+  // (slots/staging.cpp), so the check reads the slot itself again at release.
   // A --system-memory frame is our own downloaded copy and can never change: there this check
   // proves nothing about the producer; only the CRC compared with the producer's record shows
   // that the slot still held that frame when it was copied.
@@ -748,11 +745,8 @@ int run_consume(const Args& a) {
           code = kExitPipelineError;
           done = true;
           break;
-        case GST_MESSAGE_WARNING:
-          out_line("WARNING " + bus_text(msg));
-          break;
-        default:
-          break;
+        case GST_MESSAGE_WARNING: out_line("WARNING " + bus_text(msg)); break;
+        default: break;
       }
       gst_message_unref(msg);
       if (done) break;

@@ -2,9 +2,10 @@
 // End-to-end tests across real processes: producers and consumers are separate
 // cudaipc-e2e-peer processes (peer.cpp) running cudasink-ipc / cudasrc-ipc from the built
 // plugin in host-memory mode, or raw protocol peers. This binary starts them, reads their
-// line-oriented stdout (see peer.cpp for the vocabulary) and checks DESIGN.md sections 3, 4, 6
-// and 7 from the outside: bit-exact frames with their timestamps and layout, several consumers,
-// killed and stuck peers, stale and live sockets, protocol version mismatches.
+// line-oriented stdout (see peer.cpp for the vocabulary) and checks docs/architecture.md's
+// memory, protocol and failure rules from the outside: bit-exact frames with their timestamps and
+// layout, several consumers, killed and stuck peers, stale and live sockets, protocol version
+// mismatches.
 //
 // Environment: CUDAIPC_PEER (the peer binary) and GST_PLUGIN_PATH (the plugin's build folder)
 // are set by meson; without them both are found relative to this executable. Each test gets its
@@ -178,7 +179,6 @@ class TwoProcess : public PeerFixture {
     EXPECT_FALSE(exists(sock)) << "socket file left after the producer's clean stop";
     return cons.last("LAYOUT").value_or("");
   }
-
 };
 
 // 300 frames of snow (every frame differs) at full speed reach the other process bit-exact, in
@@ -265,9 +265,9 @@ TEST_F(TwoProcess, WaitForConsumerHoldsFramesUntilOneAttaches) {
                      kFrames, "consumer", /*check_pts=*/false);
 }
 
-// DESIGN 6, consumer killed: the producer sees the hang-up, takes that consumer's claims back at
-// once (release-timeout is a minute here, so only the hang-up can explain it), keeps streaming,
-// and serves the next consumer; nothing stays claimed.
+// Failure semantics, consumer killed: the producer sees the hang-up, takes that consumer's claims
+// back at once (release-timeout is a minute here, so only the hang-up can explain it), keeps
+// streaming, and serves the next consumer; nothing stays claimed.
 TEST_F(TwoProcess, KilledConsumerIsReclaimedAndProducerKeepsStreaming) {
   const std::string sock = path("killc.sock");
   Process& prod = producer("producer", {"--socket", sock, "--fps", "30", "--release-timeout",
@@ -315,8 +315,8 @@ TEST_F(TwoProcess, KilledConsumerIsReclaimedAndProducerKeepsStreaming) {
   EXPECT_EQ(stat_of(final_stats, "consumers-total"), 2u) << final_stats;
 }
 
-// DESIGN 6, producer killed, no reconnect: the consumer posts a warning and ends with EOS within
-// seconds; frames it still held stay readable and unchanged after the producer is gone.
+// Failure semantics, producer killed, no reconnect: the consumer posts a warning and ends with EOS
+// within seconds; frames it still held stay readable and unchanged after the producer is gone.
 TEST_F(TwoProcess, KilledProducerEndsConsumerWithEos) {
   const std::string sock = path("killp.sock");
   Process& prod = producer("producer", {"--socket", sock, "--fps", "30"});
@@ -337,9 +337,9 @@ TEST_F(TwoProcess, KilledProducerEndsConsumerWithEos) {
   EXPECT_EQ(cons.count("CHANGED"), 0u) << "held frames changed after the producer died";
 }
 
-// DESIGN 6, producer restarts: with reconnect=true the consumer survives the producer's death,
-// attaches to a new producer on the same path (which replaces the stale socket file), follows
-// its new format and keeps counting frames.
+// Failure semantics, producer restarts: with reconnect=true the consumer survives the producer's
+// death, attaches to a new producer on the same path (which replaces the stale socket file),
+// follows its new format and keeps counting frames.
 TEST_F(TwoProcess, ReconnectingConsumerFollowsRestartedProducer) {
   const std::string sock = path("restart.sock");
   Process& first = producer("producer-1", {"--socket", sock, "--fps", "30"});
@@ -367,9 +367,9 @@ TEST_F(TwoProcess, ReconnectingConsumerFollowsRestartedProducer) {
   stop_producer(second);
 }
 
-// DESIGN 6, stale socket file: a new producer replaces the file a SIGKILLed one left; a second
-// producer on a path that a live producer serves is refused with an error naming the path, and
-// does not disturb the live one.
+// Failure semantics, stale socket file: a new producer replaces the file a SIGKILLed one left; a
+// second producer on a path that a live producer serves is refused with an error naming the path,
+// and does not disturb the live one.
 TEST_F(TwoProcess, StaleSocketIsReplacedLiveOneIsRefused) {
   const std::string sock = path("stale.sock");
   Process& dead = producer("producer-dead", {"--socket", sock, "--fps", "30"});
@@ -398,8 +398,9 @@ TEST_F(TwoProcess, StaleSocketIsReplacedLiveOneIsRefused) {
   EXPECT_FALSE(exists(sock));
 }
 
-// DESIGN 4 and 6, version mismatch seen by the producer: a consumer speaking protocol 99 is told
-// which versions differ, the producer reports it too, and a normal consumer keeps streaming.
+// Protocol and failure semantics, version mismatch seen by the producer: a consumer speaking
+// protocol 99 is told which versions differ, the producer reports it too, and a normal consumer
+// keeps streaming.
 TEST_F(TwoProcess, ProducerRefusesOtherProtocolVersionAndKeepsStreaming) {
   const std::string sock = path("version.sock");
   Process& prod = producer("producer", {"--socket", sock, "--fps", "30"});
@@ -451,10 +452,10 @@ TEST_F(TwoProcess, ConsumerRefusesProducerOfOtherProtocolVersion) {
   EXPECT_TRUE(fake.last("GOT HELLO version 1")) << fake.transcript();
 }
 
-// DESIGN 4 ("a version mismatch gets a clear error on both sides") and 6 ("clear element error
-// on both sides naming what differs"): when the consumer is the side that finds the mismatch,
-// it tells the producer why it leaves (an ERROR message, whose header also carries the
-// consumer's version) instead of just hanging up.
+// docs/protocol.md (a version mismatch gets a clear error on both sides) and the failure table (a
+// clear element error on both sides naming what differs): when the consumer is the side that finds
+// the mismatch, it tells the producer why it leaves (an ERROR message, whose header also carries
+// the consumer's version) instead of just hanging up.
 TEST_F(TwoProcess, ConsumerTellsProducerOfOtherVersionWhyItLeaves) {
   const std::string sock = path("fake.sock");
   Process& fake = spawn("fake-producer-7", "fake-producer", {"--socket", sock, "--version", "7"});
@@ -492,10 +493,11 @@ TEST_F(TwoProcess, SocketFileRemovedAfterCleanStop) {
   EXPECT_EQ(cons.count("ERROR"), 0u);
 }
 
-// DESIGN 6, consumer stuck: a consumer that holds its frames gets no more than max-in-flight of
-// them, is disconnected once it has held one for release-timeout (500 ms here; it would hold
-// them for 4 s), sees that as the end of its stream, and the frames it still holds are never
-// overwritten (their slots are retired). The producer keeps streaming and counts the time-out.
+// Failure semantics, consumer stuck: a consumer that holds its frames gets no more than
+// max-in-flight of them, is disconnected once it has held one for release-timeout (500 ms here; it
+// would hold them for 4 s), sees that as the end of its stream, and the frames it still holds are
+// never overwritten (their slots are retired). The producer keeps streaming and counts the
+// time-out.
 TEST_F(TwoProcess, StuckConsumerIsDisconnectedAfterReleaseTimeout) {
   const std::string sock = path("stuck.sock");
   Process& prod = producer("producer", {"--socket", sock, "--fps", "30", "--release-timeout", "500",

@@ -32,6 +32,7 @@
 #include "fuzz_messages.h"
 #include "fuzz_ops.h"
 #include "fuzz_util.h"
+#include "host_memory.h"
 #include "memory.h"
 #include "protocol.h"
 
@@ -113,7 +114,7 @@ bool handshake(Session& s, Input& in) {
   const auto answer =
       static_cast<HandshakeAnswer>(in.u8() % static_cast<uint8_t>(HandshakeAnswer::kCount));
 
-  auto shared_backend = std::make_shared<cipc::HostMemoryBackend>();
+  auto shared_backend = std::make_shared<cipc_slots::HostMemoryBackend>();
   cipc::Result<std::unique_ptr<cipc::Consumer>> result =
       cipc::Error{cipc::ErrorCode::kClosed, "not run"};
   std::thread connecting([&] {
@@ -163,9 +164,7 @@ bool handshake(Session& s, Input& in) {
       send(s, cipc::Message{e});
       break;
     }
-    case HandshakeAnswer::kOtherMessage:
-      send(s, cipc_fuzz::typed_message(in));
-      break;
+    case HandshakeAnswer::kOtherMessage: send(s, cipc_fuzz::typed_message(in)); break;
     case HandshakeAnswer::kRawBytes: {
       const std::vector<uint8_t> raw = in.bytes(in.u16() % 300);
       cipc_fuzz::send_with_fds(s.producer_end.fd(), raw, {});
@@ -232,9 +231,7 @@ void step(Session& s, Input& in) {
       send(s, cipc::Message{f});
       return;
     }
-    case ConsumerOp::kEos:
-      send(s, cipc::Message{cipc::Eos{}});
-      return;
+    case ConsumerOp::kEos: send(s, cipc::Message{cipc::Eos{}}); return;
     case ConsumerOp::kBye: {
       cipc::Bye b;
       b.reason = in.u8() % 3;
@@ -253,9 +250,7 @@ void step(Session& s, Input& in) {
       cipc_fuzz::send_with_fds(s.producer_end.fd(), raw, {});
       return;
     }
-    case ConsumerOp::kTypedMessage:
-      send(s, cipc_fuzz::typed_message(in));
-      return;
+    case ConsumerOp::kTypedMessage: send(s, cipc_fuzz::typed_message(in)); return;
     case ConsumerOp::kNext: {
       if (!s.consumer) return;
       cipc::ConsumerEvent e = s.consumer->next(0);
@@ -276,14 +271,9 @@ void step(Session& s, Input& in) {
       if (!s.held.empty()) s.held.erase(s.held.begin() + static_cast<long>(which % s.held.size()));
       return;
     }
-    case ConsumerOp::kDrain:
-      drain_consumer(s);
-      return;
-    case ConsumerOp::kDestroy:
-      s.consumer.reset();
-      return;
-    case ConsumerOp::kCount:
-      return;
+    case ConsumerOp::kDrain: drain_consumer(s); return;
+    case ConsumerOp::kDestroy: s.consumer.reset(); return;
+    case ConsumerOp::kCount: return;
   }
 }
 

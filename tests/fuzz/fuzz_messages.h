@@ -88,8 +88,7 @@ inline cipc::Message typed_message(Input& in) {
       m.slot = in.u16();
       return cipc::Message{m};
     }
-    case cipc::MessageType::kEos:
-      return cipc::Message{cipc::Eos{}};
+    case cipc::MessageType::kEos: return cipc::Message{cipc::Eos{}};
     case cipc::MessageType::kBye: {
       cipc::Bye m;
       m.reason = in.u8() % 4;
@@ -124,8 +123,7 @@ inline cipc::UniqueFd sealed_memfd(size_t size) {
 // 3 socket, 4 /dev/null, 5 eventfd, 6 a directory.
 inline cipc::UniqueFd descriptor_of_kind(uint8_t kind, size_t memfd_size) {
   switch (kind % 7) {
-    case 0:
-      return sealed_memfd(memfd_size);
+    case 0: return sealed_memfd(memfd_size);
     case 1: {
       cipc::UniqueFd fd(::memfd_create("fuzz-unsealed", MFD_CLOEXEC));
       check(fd.valid() && ::ftruncate(fd.get(), static_cast<off_t>(memfd_size)) == 0, "memfd");
@@ -143,12 +141,9 @@ inline cipc::UniqueFd descriptor_of_kind(uint8_t kind, size_t memfd_size) {
       ::close(s[1]);
       return cipc::UniqueFd(s[0]);
     }
-    case 4:
-      return cipc::UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-    case 5:
-      return cipc::UniqueFd(::eventfd(0, EFD_CLOEXEC));
-    default:
-      return cipc::UniqueFd(::open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    case 4: return cipc::UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    case 5: return cipc::UniqueFd(::eventfd(0, EFD_CLOEXEC));
+    default: return cipc::UniqueFd(::open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   }
 }
 

@@ -29,6 +29,7 @@
 #include "fuzz_messages.h"
 #include "fuzz_ops.h"
 #include "fuzz_util.h"
+#include "host_memory.h"
 #include "memory.h"
 #include "producer.h"
 #include "protocol.h"
@@ -84,7 +85,7 @@ struct Client {
 
 struct Run {
   std::unique_ptr<cipc::Producer> producer;
-  cipc::HostMemoryBackend backend;
+  cipc_slots::HostMemoryBackend backend;
   std::vector<std::shared_ptr<cipc::SlotMemory>> slots;
   uint64_t generation = 0;
   HoldCounters holds;
@@ -187,18 +188,10 @@ void step(Run& run, Input& in) {
       r.sequence = c->frames[i].sequence;
       r.flags = flags & cipc::Release::kFenceRecorded;
       switch (fault % 8) {
-        case 1:
-          ++r.generation;
-          break;
-        case 2:
-          r.slot ^= 1;
-          break;
-        case 3:
-          ++r.sequence;
-          break;
-        default:
-          c->frames.erase(c->frames.begin() + static_cast<long>(i));
-          break;
+        case 1: ++r.generation; break;
+        case 2: r.slot ^= 1; break;
+        case 3: ++r.sequence; break;
+        default: c->frames.erase(c->frames.begin() + static_cast<long>(i)); break;
       }
       send_bytes(*c, cipc::encode(cipc::Message{r}));
       return;
@@ -248,15 +241,9 @@ void step(Run& run, Input& in) {
       cipc_fuzz::send_with_fds(c->channel.fd(), cipc::encode(m), raw);
       return;  // our copies close here; the producer must close its own
     }
-    case ProducerOp::kPublish:
-      publish(run, in.u8());
-      return;
-    case ProducerOp::kNewCaps:
-      new_generation(run);
-      return;
-    case ProducerOp::kEos:
-      run.producer->send_eos();
-      return;
+    case ProducerOp::kPublish: publish(run, in.u8()); return;
+    case ProducerOp::kNewCaps: new_generation(run); return;
+    case ProducerOp::kEos: run.producer->send_eos(); return;
     case ProducerOp::kDrain: {
       Client* c = pick_client(run, in);
       if (c) drain(*c);
@@ -286,8 +273,7 @@ void step(Run& run, Input& in) {
       drain(*c);
       return;
     }
-    case ProducerOp::kCount:
-      return;
+    case ProducerOp::kCount: return;
   }
 }
 

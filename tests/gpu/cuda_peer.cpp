@@ -72,7 +72,7 @@
 #include "channel.h"
 #include "cuda_api.h"
 #include "cudaipc/gstcudaipcmemory.h"
-#include "kernels.h"
+#include "test_pattern.h"
 
 namespace {
 
@@ -87,7 +87,8 @@ uint64_t now_ns() {
 struct Options {
   std::string mode, socket, record, io_mode = "import", sync_mode = "gpu-events";
   std::string source = "pool", stamps, arrivals, transport = "cuda";
-  int width = 1920, height = 1080, fps = 0, device = -1, hold_ms = 0, timeout_s = 60, max_in_flight = 8;
+  int width = 1920, height = 1080, fps = 0, device = -1, hold_ms = 0, timeout_s = 60,
+      max_in_flight = 8;
   int pool_size = 8, consumers = 1;
   bool cpu_map = false;  // consume: read frames through gst_buffer_map() (the CPU fallback)
   std::string gpu_uuid = "random";  // fake-producer: the GPU it claims to use
@@ -100,12 +101,18 @@ Options parse(int argc, char** argv) {
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     // clang-format off: one option per line reads better as a table
-    if (k == "--socket") o.socket = v;
-    else if (k == "--width") o.width = std::stoi(v);
-    else if (k == "--height") o.height = std::stoi(v);
-    else if (k == "--fps") o.fps = std::stoi(v);
-    else if (k == "--frames") o.frames = std::stol(v);
-    else if (k == "--record") o.record = v;
+    if (k == "--socket")
+      o.socket = v;
+    else if (k == "--width")
+      o.width = std::stoi(v);
+    else if (k == "--height")
+      o.height = std::stoi(v);
+    else if (k == "--fps")
+      o.fps = std::stoi(v);
+    else if (k == "--frames")
+      o.frames = std::stol(v);
+    else if (k == "--record")
+      o.record = v;
     else if (k == "--stamps")
       o.stamps = v;
     else if (k == "--arrivals")
@@ -118,13 +125,20 @@ Options parse(int argc, char** argv) {
       o.pool_size = std::stoi(v);
     else if (k == "--consumers")
       o.consumers = std::stoi(v);
-    else if (k == "--io-mode") o.io_mode = v;
-    else if (k == "--sync-mode") o.sync_mode = v;
-    else if (k == "--device") o.device = std::stoi(v);
-    else if (k == "--hold-ms") o.hold_ms = std::stoi(v);
-    else if (k == "--cpu-map") o.cpu_map = v == "1";
-    else if (k == "--timeout-s") o.timeout_s = std::stoi(v);
-    else if (k == "--max-in-flight") o.max_in_flight = std::stoi(v);
+    else if (k == "--io-mode")
+      o.io_mode = v;
+    else if (k == "--sync-mode")
+      o.sync_mode = v;
+    else if (k == "--device")
+      o.device = std::stoi(v);
+    else if (k == "--hold-ms")
+      o.hold_ms = std::stoi(v);
+    else if (k == "--cpu-map")
+      o.cpu_map = v == "1";
+    else if (k == "--timeout-s")
+      o.timeout_s = std::stoi(v);
+    else if (k == "--max-in-flight")
+      o.max_in_flight = std::stoi(v);
     // clang-format on
   }
   return o;
@@ -164,10 +178,13 @@ class GpuChecksum {
     check(cipc_cuda::DeviceBuffer::create(device, 8, &result_), "result");
     check(cipc_cuda::PinnedHostBuffer::create(8, &host_), "pinned");
   }
-  uint64_t run(uint64_t ptr, size_t pitch, size_t row_bytes, size_t rows, cipc_cuda::StreamHandle stream) {
-    check(cipc_cuda::launch_image_checksum(ptr, pitch, row_bytes, rows, scratch_.ptr(), result_.ptr(), stream),
+  uint64_t run(uint64_t ptr, size_t pitch, size_t row_bytes, size_t rows,
+               cipc_cuda::StreamHandle stream) {
+    check(cipc_cuda::launch_image_checksum(ptr, pitch, row_bytes, rows, scratch_.ptr(),
+                                           result_.ptr(), stream),
           "checksum kernel");
-    check(cipc_cuda::copy_2d_async(host_.data(), 8, reinterpret_cast<void*>(result_.ptr()), 8, 8, 1, stream),
+    check(cipc_cuda::copy_2d_async(host_.data(), 8, reinterpret_cast<void*>(result_.ptr()), 8, 8, 1,
+                                   stream),
           "checksum download");
     check(cipc_cuda::synchronize_stream(stream), "checksum sync");
     uint64_t v;
@@ -659,7 +676,8 @@ int consume(const Options& o) {
   fflush(stdout);
   if (st.record) fclose(st.record);
   if (st.frames > 1)
-    printf("RATE fps=%.1f frames=%ld\n", (st.frames - 1) * 1e9 / double(last_ns - first_ns), st.frames);
+    printf("RATE fps=%.1f frames=%ld\n", (st.frames - 1) * 1e9 / double(last_ns - first_ns),
+           st.frames);
   if (!shm) print_stats(src, "STATS");
   gst_element_set_state(pipeline, GST_STATE_NULL);
   gst_object_unref(bus);

@@ -2,7 +2,8 @@
 // CUDA memory across real processes: producers and consumers are separate cudaipc-cuda-peer
 // processes (cuda_peer.cpp: cudasink-ipc fed by a GPU writer, cudasrc-ipc read on the GPU) around
 // the built plugin. This binary starts them, reads their stdout (READY, FRAME k, EOS, ERROR,
-// STATS) and checks DESIGN.md sections 3, 5 and 6 from the outside: frames arrive bit-exact
+// STATS) and checks docs/architecture.md's memory, synchronisation and failure rules from the
+// outside: frames arrive bit-exact
 // (GPU checksums on both sides, spot-checked against the CPU reference of the pattern), each slot
 // is imported once, nothing is copied on the way, killed peers leave the other side working and
 // leak no GPU memory, and a wrong device id is a clear error.
@@ -36,10 +37,10 @@
 #include <gtest/gtest.h>
 
 #include "cuda_api.h"
-#include "kernels.h"
 #include "nvidia_smi.h"
 #include "peer_fixture.h"
 #include "process.h"
+#include "test_pattern.h"
 
 namespace {
 
@@ -127,7 +128,6 @@ void expect_bit_exact(const std::vector<Record>& produced, const std::vector<Rec
   expect_frames_match_reference(sample, width, height, "consumer");
 }
 
-
 // ---------------------------------------------------------------------------------------------
 
 class GpuTwoProcess : public PeerFixture {
@@ -140,8 +140,8 @@ class GpuTwoProcess : public PeerFixture {
   }
 
   // One producer and one consumer over `frames` unpaced frames of width x height, both recording
-  // GPU checksums; checks both exit cleanly, the records match, and what DESIGN 3 says about the
-  // slots (none copied by the sink, each imported once). Returns the two STATS lines.
+  // GPU checksums; checks both exit cleanly, the records match, and what docs/architecture.md says
+  // about the slots (none copied by the sink, each imported once). Returns the two STATS lines.
   std::pair<std::string, std::string> run_bit_exact(
       int width, int height, size_t frames, const std::vector<std::string>& producer_extra,
       const std::vector<std::string>& consumer_extra) {
@@ -179,11 +179,11 @@ class GpuTwoProcess : public PeerFixture {
                      width, height);
     return {pstats, cstats};
   }
-
 };
 
-// DESIGN 3 and 5: a GPU writer fills cudasink-ipc's slots, the consumer imports each slot once
-// and waits for readiness on the GPU; 600 frames arrive in order and bit-exact.
+// Memory and synchronisation (docs/architecture.md): a GPU writer fills cudasink-ipc's slots, the
+// consumer imports each slot once and waits for readiness on the GPU; 600 frames arrive in order
+// and bit-exact.
 TEST_F(GpuTwoProcess, FramesArriveBitExact1080p) {
   const auto stats = run_bit_exact(1920, 1080, 600, {}, {});
   EXPECT_EQ(stat_of(stats.second, "device-copies"), 0u) << stats.second;
@@ -201,13 +201,15 @@ TEST_F(GpuTwoProcess, CopyModeIsBitExactAndReleasesAtOnce) {
   EXPECT_EQ(stat_of(stats.second, "device-copies"), 600u) << stats.second;
 }
 
-// DESIGN 5, sync-mode=cpu (no interprocess events): stream synchronisation instead, still exact.
+// Synchronisation, sync-mode=cpu (no interprocess events): stream synchronisation instead, still
+// exact.
 TEST_F(GpuTwoProcess, CpuSyncModeIsBitExact) {
   run_bit_exact(1920, 1080, 300, {"--sync-mode", "cpu"}, {});
 }
 
-// DESIGN 6, consumer killed: the producer drops that consumer's claims and keeps streaming; the
-// next consumer gets correct frames and, once it has left too, no claim is outstanding.
+// Failure semantics, consumer killed: the producer drops that consumer's claims and keeps
+// streaming; the next consumer gets correct frames and, once it has left too, no claim is
+// outstanding.
 TEST_F(GpuTwoProcess, KilledConsumerLeavesProducerStreaming) {
   const std::string sock = path("killc.sock");
   Process& prod = producer("producer", {"--socket", sock, "--frames", "0", "--fps", "60"});
@@ -238,9 +240,9 @@ TEST_F(GpuTwoProcess, KilledConsumerLeavesProducerStreaming) {
   EXPECT_EQ(stat_of(pstats, "copies"), 0u) << pstats;
 }
 
-// DESIGN 6, producer killed: the consumer ends with EOS within seconds, and the frames it still
-// held or had queued - imported memory of a process that no longer exists - are read after the
-// kill and are still exactly the producer's frames.
+// Failure semantics, producer killed: the consumer ends with EOS within seconds, and the frames it
+// still held or had queued - imported memory of a process that no longer exists - are read after
+// the kill and are still exactly the producer's frames.
 TEST_F(GpuTwoProcess, KilledProducerEndsConsumerAndHeldFramesStayValid) {
   const std::string sock = path("killp.sock");
   Process& prod = producer("producer", {"--socket", sock, "--frames", "0", "--fps", "60"});
@@ -261,8 +263,8 @@ TEST_F(GpuTwoProcess, KilledProducerEndsConsumerAndHeldFramesStayValid) {
   expect_frames_match_reference(records, 1920, 1080, "consumer");
 }
 
-// DESIGN 6, producer restarts and stale socket files, repeated: 50 producers SIGKILLed on the
-// same path, each replacing the last one's socket file and serving a consumer its 20 frames.
+// Failure semantics, producer restarts and stale socket files, repeated: 50 producers SIGKILLed on
+// the same path, each replacing the last one's socket file and serving a consumer its 20 frames.
 // GPU memory in use after cycle 50 is what it was after cycle 5 (all processes gone both times).
 TEST_F(GpuTwoProcess, FiftyKillRestartCyclesDoNotGrowGpuMemory) {
   const std::string sock = path("cycle.sock");
@@ -304,8 +306,8 @@ TEST_F(GpuTwoProcess, FiftyKillRestartCyclesDoNotGrowGpuMemory) {
       << "GPU memory grew by " << (*used_at_50 - *used_at_5) << " MiB";
 }
 
-// DESIGN 6, GPU mismatch / no usable device: a consumer told to import on a device that does not
-// exist fails with an element error naming the setting, and the producer keeps running; a
+// Failure semantics, GPU mismatch / no usable device: a consumer told to import on a device that
+// does not exist fails with an element error naming the setting, and the producer keeps running; a
 // producer told to allocate on one fails to start with an error saying so.
 // An element that maps CUDA frames for the CPU (gst_buffer_map) reads the right bytes, through
 // the staging download, instead of crashing.

@@ -1,18 +1,23 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 // bgratorg10 (the CPU camera simulator) as GStreamer sees it: caps negotiation, property
 // defaults, and output words checked exactly against the mosaic's CPU implementation
-// (cuda/mosaic.h). The plugin is loaded from the build tree (GST_PLUGIN_PATH).
+// (bayer/mosaic.h); the default instance names of the plugin's elements. Runs with or without
+// CUDA. The plugin is loaded from the build tree (GST_PLUGIN_PATH).
 #include <gst/check/gstharness.h>
 #include <gst/gst.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "formats.h"
 #include "mosaic.h"
 
-namespace cc = cipc_cuda;
+namespace cb = cipc_bayer;
 
 namespace {
 
@@ -62,7 +67,7 @@ std::string current_caps(GstHarness* h) {
 TEST_F(BgraToRg10, IsRegisteredWithDefaults) {
   GstElement* e = gst_element_factory_make("bgratorg10", nullptr);
   ASSERT_NE(e, nullptr) << "plugin not found: is GST_PLUGIN_PATH set?";
-  EXPECT_STREQ(G_OBJECT_TYPE_NAME(e), "GstCipcBgraToRg10");
+  EXPECT_STREQ(G_OBJECT_TYPE_NAME(e), "GstBgraToRg10");
   GstElementFactory* f = gst_element_get_factory(e);
   EXPECT_STREQ(gst_element_factory_get_metadata(f, GST_ELEMENT_METADATA_KLASS),
                "Filter/Converter/Video");
@@ -96,13 +101,13 @@ TEST_F(BgraToRg10, OutputMatchesMosaicExactly) {
           "video/x-bayer,format=bggr10le,width=8,height=4,framerate=30/1", in);
   EXPECT_NE(current_caps(h).find("bggr10le"), std::string::npos) << current_caps(h);
 
-  cc::MosaicParams p;
-  p.phase = cc::BayerPhase::kBGGR;
+  cb::MosaicParams p;
+  p.phase = cb::CfaOrder::kBGGR;
   p.black_level = 40;
   p.wb_red = 1.7f;
   p.wb_blue = 1.3f;
   std::vector<uint8_t> expected(kW * 2 * kH, 0);
-  cc::mosaic_cpu(in.data(), kW * 4, static_cast<int>(cc::MosaicInput::kBgra), expected.data(),
+  cb::mosaic_cpu(in.data(), kW * 4, static_cast<int>(cb::MosaicInput::kBgra), expected.data(),
                  kW * 2, kW, kH, p);
   EXPECT_EQ(out, expected);
   for (size_t i = 0; i < out.size(); i += 2) {
@@ -124,11 +129,11 @@ TEST_F(BgraToRg10, MsbAlignmentAndPaddedRows) {
                                        "video/x-bayer,format=gbrg10le", in);
   ASSERT_EQ(out.size(), 16u * kH);
 
-  cc::MosaicParams p;
-  p.phase = cc::BayerPhase::kGBRG;
-  p.alignment = cc::BitAlignment::kMsb;
+  cb::MosaicParams p;
+  p.phase = cb::CfaOrder::kGBRG;
+  p.alignment = cb::BitAlignment::kMsb;
   std::vector<uint8_t> expected(16 * kH, 0);
-  cc::mosaic_cpu(in.data(), 20, static_cast<int>(cc::MosaicInput::kRgb), expected.data(), 16, kW,
+  cb::mosaic_cpu(in.data(), 20, static_cast<int>(cb::MosaicInput::kRgb), expected.data(), 16, kW,
                  kH, p);
   EXPECT_EQ(out, expected);
   for (size_t i = 0; i < out.size(); i += 2)
@@ -160,6 +165,71 @@ TEST_F(BgraToRg10, RefusesUnsupportedInput) {
   GstBuffer* buf = gst_buffer_new_allocate(nullptr, 8 * 4 * 3 / 2, nullptr);
   EXPECT_EQ(gst_harness_push(h, buf), GST_FLOW_NOT_NEGOTIATED);
   gst_harness_teardown(h);
+}
+
+// The formats of a pad template's "format" list.
+std::set<std::string> template_formats(const char* factory_name, GstPadDirection direction) {
+  std::set<std::string> formats;
+  GstElementFactory* f = gst_element_factory_find(factory_name);
+  if (!f) return formats;
+  for (const GList* l = gst_element_factory_get_static_pad_templates(f); l; l = l->next) {
+    auto* t = static_cast<GstStaticPadTemplate*>(l->data);
+    if (t->direction != direction) continue;
+    GstCaps* caps = gst_static_caps_get(&t->static_caps);
+    const GValue* list = gst_structure_get_value(gst_caps_get_structure(caps, 0), "format");
+    if (list && GST_VALUE_HOLDS_LIST(list)) {
+      for (guint i = 0; i < gst_value_list_get_size(list); ++i)
+        formats.insert(g_value_get_string(gst_value_list_get_value(list, i)));
+    }
+    gst_caps_unref(caps);
+  }
+  gst_object_unref(f);
+  return formats;
+}
+
+// The Bayer pads offer exactly the formats of bayer/formats.h: its 10-bit ones for the
+// converters (CIPC_BAYER10_FORMATS of gst/bayercaps.h), all of them for cudav4l2src.
+TEST_F(BgraToRg10, BayerTemplatesMatchTheFormatTable) {
+  std::set<std::string> all, ten_bit;
+  for (const cb::BayerFormat& f : cb::bayer_formats()) {
+    all.insert(f.caps_name);
+    if (f.bits == 10) ten_bit.insert(f.caps_name);
+  }
+  EXPECT_EQ(template_formats("bgratorg10", GST_PAD_SRC), ten_bit);
+  EXPECT_EQ(template_formats("cudav4l2src", GST_PAD_SRC), all);
+  GstElementFactory* rg10tobgra = gst_element_factory_find("rg10tobgra");
+  if (!rg10tobgra) return;  // built without CUDA
+  gst_object_unref(rg10tobgra);
+  EXPECT_EQ(template_formats("rg10tobgra", GST_PAD_SINK), ten_bit);
+}
+
+// GStreamer names an element after its GType without the "Gst" prefix, lower case, plus a
+// per-type counter ("-" before it when the name ends in a digit): the type names are chosen so
+// that this is the element's own name.
+TEST_F(BgraToRg10, DefaultNamesAreTheElementNames) {
+  struct Case {
+    const char* factory;
+    const char* type_name;
+    const char* prefix;
+  };
+  const Case cases[] = {
+      {"bgratorg10", "GstBgraToRg10", "bgratorg10-"},
+      {"cudav4l2src", "GstCudaV4l2Src", "cudav4l2src"},
+      {"rg10tobgra", "GstRg10ToBgra", "rg10tobgra"},
+  };
+  for (const Case& c : cases) {
+    GstElement* e = gst_element_factory_make(c.factory, nullptr);
+    if (!e && std::string(c.factory) == "rg10tobgra") continue;  // built without CUDA
+    ASSERT_NE(e, nullptr) << c.factory;
+    EXPECT_STREQ(G_OBJECT_TYPE_NAME(e), c.type_name);
+    const std::string name = GST_OBJECT_NAME(e);
+    const std::string prefix = c.prefix;
+    EXPECT_EQ(name.compare(0, prefix.size(), prefix), 0) << name;
+    const std::string counter = name.substr(std::min(prefix.size(), name.size()));
+    EXPECT_FALSE(counter.empty()) << name;
+    for (char ch : counter) EXPECT_TRUE(std::isdigit(static_cast<unsigned char>(ch))) << name;
+    gst_object_unref(e);
+  }
 }
 
 }  // namespace

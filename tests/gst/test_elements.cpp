@@ -47,7 +47,8 @@ class Elements : public ::testing::Test {
     // Configure before the harness starts it: the socket is opened at start.
     GstElement* e = gst_element_factory_make("cudasink-ipc", nullptr);
     set_properties(e, "sync=false async=false memory=host socket-path=" + socket_ + " " + extra);
-    static GstStaticPadTemplate src = GST_STATIC_PAD_TEMPLATE("src", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS_ANY);
+    static GstStaticPadTemplate src =
+        GST_STATIC_PAD_TEMPLATE("src", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS_ANY);
     GstHarness* h = gst_harness_new_empty();
     gst_harness_add_element_full(h, e, &src, "sink", nullptr, nullptr);
     gst_object_unref(e);
@@ -120,7 +121,8 @@ TEST_F(Elements, RegisteredWithOwnTypeNamesAndCompleteProperties) {
   for (const char* name : {"cudasink-ipc", "cudasrc-ipc"}) {
     GstElementFactory* f = gst_element_factory_find(name);
     ASSERT_NE(f, nullptr) << name;
-    EXPECT_NE(std::string(gst_element_factory_get_metadata(f, GST_ELEMENT_METADATA_KLASS)).find("Hardware"),
+    EXPECT_NE(std::string(gst_element_factory_get_metadata(f, GST_ELEMENT_METADATA_KLASS))
+                  .find("Hardware"),
               std::string::npos);
     GstElement* e = gst_element_factory_create(f, nullptr);
     // nvcodec owns GstCudaIpcSink/GstCudaIpcSrc; ours must not collide.
@@ -145,7 +147,8 @@ TEST_F(Elements, SinkDefaults) {
   guint mode = 0, in_flight = 0, timeout = 0, pool = 0;
   gboolean wait = TRUE;
   g_object_get(e, "socket-path", &path, "socket-mode", &mode, "max-in-flight", &in_flight,
-               "release-timeout", &timeout, "pool-size", &pool, "wait-for-consumer", &wait, nullptr);
+               "release-timeout", &timeout, "pool-size", &pool, "wait-for-consumer", &wait,
+               nullptr);
   EXPECT_STREQ(path, "/tmp/cudaipc.sock");
   EXPECT_EQ(mode, 0600u);
   EXPECT_EQ(in_flight, 4u);
@@ -218,7 +221,9 @@ TEST_F(Elements, ForeignBuffersAreCopiedCountedAndWarnedOnce) {
   GstHarness* h = make_sink();
   gst_harness_play(h);
   gst_harness_set_src_caps_str(h, kCaps);
-  for (int i = 0; i < 5; ++i) ASSERT_EQ(gst_harness_push(h, gst_buffer_new_allocate(nullptr, 64 * 48 * 4, nullptr)), GST_FLOW_OK);
+  for (int i = 0; i < 5; ++i)
+    ASSERT_EQ(gst_harness_push(h, gst_buffer_new_allocate(nullptr, 64 * 48 * 4, nullptr)),
+              GST_FLOW_OK);
   EXPECT_EQ(stat(h->element, "copies"), 5u);
   auto warnings = messages(GST_MESSAGE_WARNING);
   ASSERT_EQ(warnings.size(), 1u) << "copies must be announced, once";
@@ -272,7 +277,8 @@ TEST_F(Elements, RequireZeroCopyRefusesForeignBuffersNamingUpstream) {
   GstHarness* h = make_sink("copy-policy=require-zero-copy");
   gst_harness_play(h);
   gst_harness_set_src_caps_str(h, kCaps);
-  EXPECT_EQ(gst_harness_push(h, gst_buffer_new_allocate(nullptr, 64 * 48 * 4, nullptr)), GST_FLOW_ERROR);
+  EXPECT_EQ(gst_harness_push(h, gst_buffer_new_allocate(nullptr, 64 * 48 * 4, nullptr)),
+            GST_FLOW_ERROR);
   auto errors = messages(GST_MESSAGE_ERROR);
   ASSERT_EQ(errors.size(), 1u);
   const std::string text = error_text(errors[0]);
@@ -411,7 +417,8 @@ TEST_F(Elements, LiveSocketIsRefusedStaleOneReplacedOtherFilesUntouched) {
   EXPECT_EQ(gst_element_set_state(second, GST_STATE_PAUSED), GST_STATE_CHANGE_FAILURE);
   auto errors = messages(GST_MESSAGE_ERROR);
   ASSERT_FALSE(errors.empty());
-  EXPECT_NE(error_text(errors[0]).find("Another producer"), std::string::npos) << error_text(errors[0]);
+  EXPECT_NE(error_text(errors[0]).find("Another producer"), std::string::npos)
+      << error_text(errors[0]);
   for (auto* m : errors) gst_message_unref(m);
   gst_element_set_state(second, GST_STATE_NULL);
   gst_harness_teardown(first);
@@ -553,8 +560,8 @@ TEST_F(Elements, SourceWithoutProducerFailsAfterConnectTimeout) {
       ("cudasrc-ipc connect-timeout=200 socket-path=" + socket_ + " ! fakesink").c_str(), nullptr);
   gst_element_set_state(pipeline, GST_STATE_PLAYING);
   GstBus* bus = gst_element_get_bus(pipeline);
-  GstMessage* m = gst_bus_timed_pop_filtered(bus, 5 * GST_SECOND,
-                                             static_cast<GstMessageType>(GST_MESSAGE_ERROR | GST_MESSAGE_EOS));
+  GstMessage* m = gst_bus_timed_pop_filtered(
+      bus, 5 * GST_SECOND, static_cast<GstMessageType>(GST_MESSAGE_ERROR | GST_MESSAGE_EOS));
   ASSERT_NE(m, nullptr);
   ASSERT_EQ(GST_MESSAGE_TYPE(m), GST_MESSAGE_ERROR);
   EXPECT_NE(error_text(m).find("No producer is serving"), std::string::npos) << error_text(m);
@@ -571,7 +578,8 @@ TEST_F(Elements, WaitingSourceStopsPromptly) {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(gst_element_set_state(pipeline, GST_STATE_NULL), GST_STATE_CHANGE_SUCCESS);
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3)) << "unlock must end the wait";
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3))
+      << "unlock must end the wait";
   gst_object_unref(pipeline);
 }
 
@@ -579,7 +587,8 @@ TEST_F(Elements, SourceAnswersLatencyAsLive) {
   GstHarness* h = make_sink();
   gst_harness_play(h);
   GstElement* pipeline = gst_parse_launch(
-      ("cudasrc-ipc processing-deadline=7000000 socket-path=" + socket_ + " ! fakesink sync=false").c_str(),
+      ("cudasrc-ipc processing-deadline=7000000 socket-path=" + socket_ + " ! fakesink sync=false")
+          .c_str(),
       nullptr);
   gst_element_set_state(pipeline, GST_STATE_PLAYING);
   GstElement* src = gst_bin_get_by_interface(GST_BIN(pipeline), GST_TYPE_URI_HANDLER);
@@ -709,7 +718,26 @@ TEST_F(Elements, ConsumerWithoutGpuRefusesCudaProducerClearly) {
   gst_element_set_state(pipeline, GST_STATE_NULL);
   gst_object_unref(pipeline);
   fake.join();
-  EXPECT_NE(told.find("CUDA"), std::string::npos) << "the producer was not told why: '" << told << "'";
+  EXPECT_NE(told.find("CUDA"), std::string::npos)
+      << "the producer was not told why: '" << told << "'";
+}
+
+// GStreamer names an instance after its GType: ours are registered so that the default names
+// are the element names ("cudasink-ipc0"), not "cudasinkipc0".
+TEST(ElementNames, DefaultInstanceNamesAreTheElementNames) {
+  gst_init(nullptr, nullptr);
+  for (const char* factory : {"cudasink-ipc", "cudasrc-ipc"}) {
+    GstElement* e = gst_element_factory_make(factory, nullptr);
+    ASSERT_NE(e, nullptr) << factory;
+    gchar* name = gst_element_get_name(e);
+    const std::string n = name;
+    g_free(name);
+    EXPECT_EQ(n.rfind(factory, 0), 0u) << n;
+    EXPECT_FALSE(n.size() == std::strlen(factory)) << n;
+    EXPECT_EQ(n.find_first_not_of("0123456789", std::strlen(factory)), std::string::npos) << n;
+    gst_object_unref(e);
+  }
+  EXPECT_EQ(g_type_from_name("GstCudaIpcSink"), 0u) << "nvcodec's type names are not ours to take";
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "framing.h"
+#include "host_memory.h"
 #include "slotmemory.h"
 #include "slotpool.h"
 #include "waker.h"
@@ -96,13 +97,17 @@ TEST_F(Glue, TimestampsCrossThroughMonotonicExactly) {
   EXPECT_EQ(cipc_gst::monotonic_to_running_time(mono, base_b, 0), 3 * GST_SECOND + 123);
   // Frames from before the consumer's start clamp to 0; none stays none.
   EXPECT_EQ(cipc_gst::monotonic_to_running_time(GST_SECOND, base_b, 0), 0u);
-  EXPECT_EQ(cipc_gst::running_time_to_monotonic(GST_CLOCK_TIME_NONE, base_a, 0), cipc::kNoTimestamp);
-  EXPECT_EQ(cipc_gst::monotonic_to_running_time(cipc::kNoTimestamp, base_b, 0), GST_CLOCK_TIME_NONE);
+  EXPECT_EQ(cipc_gst::running_time_to_monotonic(GST_CLOCK_TIME_NONE, base_a, 0),
+            cipc::kNoTimestamp);
+  EXPECT_EQ(cipc_gst::monotonic_to_running_time(cipc::kNoTimestamp, base_b, 0),
+            GST_CLOCK_TIME_NONE);
 
   // A realtime clock is measured against CLOCK_MONOTONIC.
-  GstClock* realtime = GST_CLOCK(g_object_new(GST_TYPE_SYSTEM_CLOCK, "clock-type", GST_CLOCK_TYPE_REALTIME, nullptr));
+  GstClock* realtime = GST_CLOCK(
+      g_object_new(GST_TYPE_SYSTEM_CLOCK, "clock-type", GST_CLOCK_TYPE_REALTIME, nullptr));
   const gint64 offset = cipc_gst::monotonic_offset(realtime);
-  const gint64 expected = static_cast<gint64>(cipc::monotonic_ns()) - static_cast<gint64>(gst_clock_get_time(realtime));
+  const gint64 expected =
+      static_cast<gint64>(cipc::monotonic_ns()) - static_cast<gint64>(gst_clock_get_time(realtime));
   EXPECT_NEAR(static_cast<double>(offset), static_cast<double>(expected), 5e6);
 
   // The per-frame cache agrees with the direct answer, also when the clock changes.
@@ -116,7 +121,7 @@ TEST_F(Glue, TimestampsCrossThroughMonotonicExactly) {
 }
 
 TEST_F(Glue, SlotPoolAllocatesNumberedSlotsWithVideoMeta) {
-  auto backend = std::make_shared<cipc::HostMemoryBackend>();
+  auto backend = std::make_shared<cipc_slots::HostMemoryBackend>();
   GstBufferPool* pool = gst_cipc_slot_pool_new(backend, 7);
   GstCaps* caps = gst_caps_from_string("video/x-raw,format=RGB,width=321,height=241");
   GstVideoInfo vi;
@@ -172,7 +177,7 @@ TEST_F(Glue, SlotPoolAllocatesNumberedSlotsWithVideoMeta) {
 // protocol's index limit, and past that limit still allocates (upstream writing into it must
 // not fail) - such slots are never sent; cudasink-ipc copies them into the next generation.
 TEST_F(Glue, SlotPoolAsksForRolloverBeforeTheIndexLimitAndNeverFailsPastIt) {
-  auto backend = std::make_shared<cipc::HostMemoryBackend>();
+  auto backend = std::make_shared<cipc_slots::HostMemoryBackend>();
   GstBufferPool* pool = gst_cipc_slot_pool_new(backend, 1);
   GstCaps* caps = gst_caps_from_string("video/x-raw,format=GRAY8,width=16,height=16");
   GstStructure* config = gst_buffer_pool_get_config(pool);
@@ -199,7 +204,7 @@ TEST_F(Glue, SlotPoolAsksForRolloverBeforeTheIndexLimitAndNeverFailsPastIt) {
 }
 
 TEST_F(Glue, ImportedMemoryIsReadOnlyAndSharesItsClaim) {
-  cipc::HostMemoryBackend backend;
+  cipc_slots::HostMemoryBackend backend;
   auto slot = backend.allocate(4096);
   ASSERT_TRUE(slot);
   static_cast<uint8_t*>(slot.value()->data())[100] = 7;
@@ -226,6 +231,121 @@ TEST_F(Glue, ImportedMemoryIsReadOnlyAndSharesItsClaim) {
   EXPECT_EQ(imported.use_count(), 2) << "the shared part keeps the slot";
   gst_memory_unref(part);
   EXPECT_EQ(imported.use_count(), 1);
+}
+
+// Acquires a buffer from `pool` (activating it) and marks it retired, so the pool replaces it
+// under a new index; repeated, this walks the pool's index space.
+static void use_up_indices(GstBufferPool* pool, guint n) {
+  if (!gst_buffer_pool_is_active(pool)) {
+    ASSERT_TRUE(gst_buffer_pool_set_active(pool, TRUE));
+  }
+  for (guint i = 0; i < n; ++i) {
+    GstBuffer* b = nullptr;
+    ASSERT_EQ(gst_buffer_pool_acquire_buffer(pool, &b, nullptr), GST_FLOW_OK);
+    GST_BUFFER_FLAG_SET(b, GST_BUFFER_FLAG_TAG_MEMORY);
+    gst_buffer_unref(b);
+  }
+}
+
+struct Announced {
+  uint64_t generation = 0;
+  std::string caps;
+  uint64_t frame_size = 0;
+  int count = 0;
+};
+
+TEST_F(Glue, PoolGenerationsAnnounceEachNewFormatOnceWithoutMemoryFeatures) {
+  Announced seen;
+  cipc_gst::SlotPoolGenerations pools(std::make_shared<cipc_slots::HostMemoryBackend>(), 3,
+                                      [&](uint64_t g, const std::string& caps, uint64_t size) {
+                                        seen = {g, caps, size, seen.count + 1};
+                                      });
+  std::string error;
+  GstCaps* a = gst_caps_from_string(
+      "video/x-raw(memory:CUDAIPCMemory),format=GRAY8,width=16,height=16,framerate=30/1");
+  ASSERT_TRUE(pools.ensure(a, &error)) << error;
+  EXPECT_EQ(seen.count, 1);
+  EXPECT_EQ(seen.generation, 1u);
+  EXPECT_EQ(seen.frame_size, 256u);
+  EXPECT_EQ(seen.caps.find("memory:"), std::string::npos) << seen.caps;
+  ASSERT_TRUE(pools.ensure(a, &error));
+  EXPECT_EQ(seen.count, 1) << "the same caps keep the generation";
+  GstCaps* b = gst_caps_from_string("video/x-raw,format=GRAY8,width=32,height=16");
+  GstBufferPool* first = GST_BUFFER_POOL(gst_object_ref(pools.pool()));
+  ASSERT_TRUE(pools.ensure(b, &error));
+  EXPECT_EQ(seen.count, 2);
+  EXPECT_EQ(pools.generation(), 2u);
+  EXPECT_EQ(pools.info().width, 32);
+  EXPECT_NE(pools.pool(), first);
+  GstCaps* bad = gst_caps_from_string("audio/x-raw,format=S16LE");
+  EXPECT_FALSE(pools.ensure(bad, &error));
+  EXPECT_NE(error.find("not a raw video format"), std::string::npos) << error;
+  EXPECT_EQ(pools.generation(), 2u) << "a refused format leaves the current pool";
+  gst_object_unref(first);
+  gst_caps_unref(bad);
+  gst_caps_unref(b);
+  gst_caps_unref(a);
+}
+
+TEST_F(Glue, PoolGenerationsRollOverWithTheSameCapsAndTreatOldSlotsAsStale) {
+  Announced seen;
+  auto backend = std::make_shared<cipc_slots::HostMemoryBackend>();
+  cipc_gst::SlotPoolGenerations pools(backend, 2,
+                                      [&](uint64_t g, const std::string& caps, uint64_t size) {
+                                        seen = {g, caps, size, seen.count + 1};
+                                      });
+  std::string error;
+  GstCaps* caps = gst_caps_from_string("video/x-raw,format=GRAY8,width=16,height=16");
+  ASSERT_TRUE(pools.ensure(caps, &error)) << error;
+  bool rolled = true;
+  ASSERT_TRUE(pools.roll_over_if_needed(&rolled, &error));
+  EXPECT_FALSE(rolled) << "a fresh generation has indices left";
+
+  GstBufferPool* old_pool = GST_BUFFER_POOL(gst_object_ref(pools.pool()));
+  use_up_indices(old_pool, kCipcSlotPoolRolloverAt);
+  GstBuffer* old_slot = nullptr;
+  ASSERT_EQ(gst_buffer_pool_acquire_buffer(old_pool, &old_slot, nullptr), GST_FLOW_OK);
+  EXPECT_TRUE(pools.current_slot(old_slot)) << "still the current generation";
+
+  ASSERT_TRUE(pools.roll_over_if_needed(&rolled, &error)) << error;
+  EXPECT_TRUE(rolled);
+  EXPECT_EQ(pools.generation(), 2u);
+  EXPECT_EQ(pools.rollovers(), 1u);
+  EXPECT_EQ(seen.count, 2);
+  EXPECT_TRUE(gst_caps_is_equal(pools.caps(), caps));
+  EXPECT_TRUE(gst_buffer_pool_is_active(old_pool)) << "upstream may still write into it";
+  EXPECT_FALSE(pools.current_slot(old_slot));
+  EXPECT_TRUE(pools.stale_slot(old_slot));
+  EXPECT_TRUE(pools.take_reconfigure());
+  EXPECT_FALSE(pools.take_reconfigure()) << "upstream is asked once per generation";
+
+  GstBuffer* fresh = nullptr;
+  ASSERT_TRUE(gst_buffer_pool_set_active(pools.pool(), TRUE));
+  ASSERT_EQ(gst_buffer_pool_acquire_buffer(pools.pool(), &fresh, nullptr), GST_FLOW_OK);
+  EXPECT_TRUE(pools.current_slot(fresh));
+  EXPECT_FALSE(pools.stale_slot(fresh));
+
+  // Another backend's slot of the same generation number is foreign memory, neither current nor
+  // stale (rg10tobgra's own exportable pool numbers its generations from 1 too).
+  GstBufferPool* foreign =
+      gst_cipc_slot_pool_new(std::make_shared<cipc_slots::HostMemoryBackend>(), 2);
+  GstStructure* config = gst_buffer_pool_get_config(foreign);
+  gst_buffer_pool_config_set_params(config, caps, 256, 1, 0);
+  ASSERT_TRUE(gst_buffer_pool_set_config(foreign, config));
+  ASSERT_TRUE(gst_buffer_pool_set_active(foreign, TRUE));
+  GstBuffer* other = nullptr;
+  ASSERT_EQ(gst_buffer_pool_acquire_buffer(foreign, &other, nullptr), GST_FLOW_OK);
+  EXPECT_FALSE(pools.current_slot(other));
+  EXPECT_FALSE(pools.stale_slot(other));
+
+  gst_buffer_unref(other);
+  gst_buffer_pool_set_active(foreign, FALSE);
+  gst_object_unref(foreign);
+  gst_buffer_unref(fresh);
+  gst_buffer_unref(old_slot);
+  gst_buffer_pool_set_active(old_pool, FALSE);
+  gst_object_unref(old_pool);
+  gst_caps_unref(caps);
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include "mosaic.h"
 #include "process.h"
 
+namespace cb = cipc_bayer;
 namespace cc = cipc_cuda;
 
 namespace {
@@ -100,7 +101,7 @@ std::vector<uint8_t> buffer_bytes(GstBuffer* b) {
 TEST_F(Rg10ToBgra, IsRegisteredWithDefaultsAndRanges) {
   GstElement* e = gst_element_factory_make("rg10tobgra", nullptr);
   ASSERT_NE(e, nullptr) << "plugin not found: is GST_PLUGIN_PATH set?";
-  EXPECT_STREQ(G_OBJECT_TYPE_NAME(e), "GstCipcRg10ToBgra");
+  EXPECT_STREQ(G_OBJECT_TYPE_NAME(e), "GstRg10ToBgra");
   guint black = 99;
   gdouble gain = 0, gamma = 0;
   gint device = 0;
@@ -197,7 +198,7 @@ TEST_F(Rg10ToBgra, ForeignInputIsCopiedCountedAndMatchesTheReference) {
   GstBuffer* out = gst_harness_pull(h);
   ASSERT_NE(out, nullptr);
   cc::DebayerParams p;
-  p.phase = cc::BayerPhase::kGBRG;
+  p.phase = cb::CfaOrder::kGBRG;
   p.black_level = 50;
   p.wb_red = 1.8f;
   p.wb_blue = 1.4f;
@@ -235,8 +236,8 @@ std::vector<std::vector<uint8_t>> test_frames(const char* pattern, int w, int h,
 std::vector<uint8_t> expected_chain(const std::vector<uint8_t>& bgrx, int w, int h) {
   const size_t raw_pitch = static_cast<size_t>(GST_ROUND_UP_4(w)) * 2;
   std::vector<uint8_t> raw(raw_pitch * h, 0), out(static_cast<size_t>(w) * 4 * h);
-  cc::mosaic_cpu(bgrx.data(), static_cast<size_t>(w) * 4, static_cast<int>(cc::MosaicInput::kBgra),
-                 raw.data(), raw_pitch, w, h, cc::MosaicParams{});
+  cb::mosaic_cpu(bgrx.data(), static_cast<size_t>(w) * 4, static_cast<int>(cb::MosaicInput::kBgra),
+                 raw.data(), raw_pitch, w, h, cb::MosaicParams{});
   cc::debayer_cpu(raw.data(), raw_pitch, out.data(), static_cast<size_t>(w) * 4, w, h,
                   cc::DebayerParams{});
   return out;

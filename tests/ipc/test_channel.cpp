@@ -238,9 +238,9 @@ TEST(ChannelPair, PacketOfExactlyMaxMessageSizeIsAccepted) {
   EXPECT_EQ(p.bytes.size(), kMaxMessageSize);
 }
 
-// Regression test for a bug since fixed, as it was: ipc/channel.cpp Channel::receive() sizes its buffer to
-// kMaxMessageSize + 1 ("one spare byte reveals oversized packets", line 114) but only checks
-// MSG_TRUNC (line 155). A packet of exactly kMaxMessageSize + 1 bytes fits the buffer, so no
+// Regression test for a bug since fixed, as it was: ipc/channel.cpp Channel::receive() sizes its
+// buffer to kMaxMessageSize + 1 ("one spare byte reveals oversized packets", line 114) but only
+// checks MSG_TRUNC (line 155). A packet of exactly kMaxMessageSize + 1 bytes fits the buffer, so no
 // MSG_TRUNC is raised and it is returned as kOk, descriptors included. The missing check is
 // `n > kMaxMessageSize`.
 TEST(ChannelPair, PacketOneByteOverMaxMessageSizeIsRejected) {

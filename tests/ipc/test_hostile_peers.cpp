@@ -37,12 +37,14 @@
 #include <gtest/gtest.h>
 
 #include "consumer.h"
+#include "host_memory.h"
 #include "producer.h"
 #include "test_util.h"
 
 namespace cipc {
 namespace {
 
+using cipc_slots::HostMemoryBackend;
 using cipc_test::eventually;
 using cipc_test::open_fd_count;
 using cipc_test::receive_message;

@@ -756,8 +756,8 @@ TEST(ProtocolDecode, StringLengthFieldDisagreeingWithBodyIsBadLength) {
 // Reserved (padding) fields are written as zero. If a decoder accepts anything there, two different
 // byte strings mean the same message, and a future version cannot give those bytes a meaning.
 // HELLO: body bytes 2-3; FRAME: body bytes 76-79; FENCE: body bytes 12-15.
-// Regression test for a bug since fixed, as it was: ipc/protocol.cpp decode() reads and discards these fields without
-// checking them (HELLO line 236, FRAME line 304, FENCE line 334).
+// Regression test for a bug since fixed, as it was: ipc/protocol.cpp decode() reads and discards
+// these fields without checking them (HELLO line 236, FRAME line 304, FENCE line 334).
 TEST(ProtocolDecode, NonZeroReservedBytesAreRefused) {
   struct Case {
     Message message;
@@ -780,8 +780,8 @@ TEST(ProtocolDecode, NonZeroReservedBytesAreRefused) {
 // Mutates valid encodings of every type (bit flips, byte overwrites, truncation, extension, header
 // field damage) and decodes the result. Decoding must never crash, and whatever it accepts must be
 // a canonical encoding: re-encoding the decoded message gives back exactly the input bytes.
-// Regression test (bug since fixed, HELLO/FRAME/FENCE only): the unchecked reserved fields described at
-// NonZeroReservedBytesAreRefused above.
+// Regression test (bug since fixed, HELLO/FRAME/FENCE only): the unchecked reserved fields
+// described at NonZeroReservedBytesAreRefused above.
 TEST(ProtocolFuzz, RandomMutationsNeverCrashAndAcceptedInputsReencodeIdentically) {
   std::mt19937 rng(20240611);
   const std::vector<Message> samples = all_samples();

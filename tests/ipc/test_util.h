@@ -25,14 +25,10 @@ namespace cipc {
 
 inline const char* io_result_name(IoResult r) {
   switch (r) {
-    case IoResult::kOk:
-      return "kOk";
-    case IoResult::kWouldBlock:
-      return "kWouldBlock";
-    case IoResult::kClosed:
-      return "kClosed";
-    case IoResult::kError:
-      return "kError";
+    case IoResult::kOk: return "kOk";
+    case IoResult::kWouldBlock: return "kWouldBlock";
+    case IoResult::kClosed: return "kClosed";
+    case IoResult::kError: return "kError";
   }
   return "?";
 }
@@ -88,7 +84,6 @@ class TempDir {
  private:
   std::string path_;
 };
-
 
 inline bool path_exists(const std::string& path) {
   struct stat st {};

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 // Debayer quality: photographs shipped by the Debian package libjxl-testdata are mosaicked
-// (cuda/mosaic.h: RGGB, 10-bit, no black level, unity gains, as an ideal camera would sample
+// (bayer/mosaic.h: RGGB, 10-bit, no black level, unity gains, as an ideal camera would sample
 // them) and demosaicked again (cuda/debayer.h, linear transfer) with both methods. The PSNR of
 // the result against the photograph measures the interpolation alone: the 8 -> 10 -> 8-bit
 // round trip is exact on flat fields (checked below). No GPU needed. docs/quality.md has the
@@ -22,6 +22,7 @@
 #include "debayer.h"
 #include "mosaic.h"
 
+namespace cb = cipc_bayer;
 namespace cc = cipc_cuda;
 
 namespace {
@@ -142,11 +143,11 @@ bool load_png_rgb8(const std::string& path, RgbImage* image) {
 std::vector<uint8_t> mosaic(const RgbImage& image) {
   const size_t pitch = 2 * static_cast<size_t>(image.width);
   std::vector<uint8_t> raw(pitch * static_cast<size_t>(image.height));
-  cc::MosaicParams params;
-  params.phase = cc::BayerPhase::kRGGB;
-  params.alignment = cc::BitAlignment::kLsb;
-  cc::mosaic_cpu(image.rgb.data(), 3 * static_cast<size_t>(image.width),
-                 static_cast<int>(cc::MosaicInput::kRgb), raw.data(), pitch, image.width,
+  cb::MosaicParams params;
+  params.phase = cb::CfaOrder::kRGGB;
+  params.alignment = cb::BitAlignment::kLsb;
+  cb::mosaic_cpu(image.rgb.data(), 3 * static_cast<size_t>(image.width),
+                 static_cast<int>(cb::MosaicInput::kRgb), raw.data(), pitch, image.width,
                  image.height, params);
   return raw;
 }
@@ -157,8 +158,8 @@ std::vector<uint8_t> demosaic(const std::vector<uint8_t>& raw, int width, int he
   const size_t pitch = 4 * static_cast<size_t>(width);
   std::vector<uint8_t> bgra(pitch * static_cast<size_t>(height));
   cc::DebayerParams params;
-  params.phase = cc::BayerPhase::kRGGB;
-  params.alignment = cc::BitAlignment::kLsb;
+  params.phase = cb::CfaOrder::kRGGB;
+  params.alignment = cb::BitAlignment::kLsb;
   params.method = method;
   params.transfer = cc::Transfer::kLinear;
   cc::debayer_cpu(raw.data(), 2 * static_cast<size_t>(width), bgra.data(), pitch, width, height,

@@ -90,8 +90,8 @@
 namespace {
 
 using cipc_test::Clock;
-using cipc_test::contains;
 using cipc_test::CommandResult;
+using cipc_test::contains;
 using cipc_test::Process;
 using cipc_test::run_command;
 using cipc_test::self_dir;
@@ -185,7 +185,6 @@ std::optional<uint64_t> gpu_memory_of_process(pid_t pid) {
   return std::nullopt;
 }
 
-
 Descriptors descriptors_of(pid_t pid) {
   const std::string path = "/proc/" + std::to_string(pid) + "/fd";
   Descriptors out;
@@ -223,14 +222,10 @@ std::vector<std::pair<uint64_t, std::string>> read_record(const std::string& pat
 enum class Fault { kKill, kEarlyKill, kStall, kCleanStop };
 const char* fault_name(Fault f) {
   switch (f) {
-    case Fault::kKill:
-      return "SIGKILL after frames";
-    case Fault::kEarlyKill:
-      return "SIGKILL while starting";
-    case Fault::kStall:
-      return "SIGSTOP past release-timeout, SIGCONT";
-    case Fault::kCleanStop:
-      return "clean stop (SIGINT)";
+    case Fault::kKill: return "SIGKILL after frames";
+    case Fault::kEarlyKill: return "SIGKILL while starting";
+    case Fault::kStall: return "SIGSTOP past release-timeout, SIGCONT";
+    case Fault::kCleanStop: return "clean stop (SIGINT)";
   }
   return "?";
 }
@@ -492,8 +487,7 @@ class Soak : public ::testing::Test {
           return false;
         }
         return true;
-      case Lane::State::kIdle:
-        return true;
+      case Lane::State::kIdle: return true;
     }
     return true;
   }
@@ -570,7 +564,8 @@ class Soak : public ::testing::Test {
       gpu_per_process_ = used.has_value();
       if (!used) used = cipc_test::gpu_memory_used_mib(milliseconds(200));
     } else {
-      used = *gpu_per_process_ ? gpu_memory_of_process(pid) : cipc_test::gpu_memory_used_mib(milliseconds(200));
+      used = *gpu_per_process_ ? gpu_memory_of_process(pid)
+                               : cipc_test::gpu_memory_used_mib(milliseconds(200));
     }
     const char* source = *gpu_per_process_ ? "producer process" : "whole device";
     std::cout << "soak: checkpoint " << checkpoints_ + 1 << ": producer pid " << pid << ", "

@@ -32,11 +32,11 @@
 namespace {
 
 constexpr size_t kBufferSize = 8u * 1024u * 1024u;  // one CUPTI activity buffer
-constexpr size_t kBufferAlign = 8;                   // CUPTI wants 8-byte aligned buffers
+constexpr size_t kBufferAlign = 8;                  // CUPTI wants 8-byte aligned buffers
 
 enum Slot { kHtoD, kDtoH, kDtoD, kPtoP, kHtoH, kOther, kMemset, kSlots };
-constexpr const char *kSlotNames[kSlots] = {"HtoD", "DtoH", "DtoD", "PtoP", "HtoH", "other",
-                                            "memset"};
+constexpr const char* kSlotNames[kSlots] = {"HtoD", "DtoH",  "DtoD",  "PtoP",
+                                            "HtoH", "other", "memset"};
 
 // Written by CUPTI's buffer-completion thread(s), read at exit: relaxed atomics are enough, the
 // flush at exit orders the last updates before the read. Everything here is trivially
@@ -59,12 +59,11 @@ void count(Slot slot, uint64_t ops, uint64_t bytes) {
 }
 
 // Writes all of buf to fd (stderr may be a pipe: retry short writes and EINTR).
-void write_all(int fd, const char *buf, size_t len) {
+void write_all(int fd, const char* buf, size_t len) {
   while (len > 0) {
     ssize_t n = write(fd, buf, len);
     if (n < 0) {
-      if (errno == EINTR)
-        continue;
+      if (errno == EINTR) continue;
       return;
     }
     buf += n;
@@ -74,20 +73,19 @@ void write_all(int fd, const char *buf, size_t len) {
 
 // One formatted line to stderr with a single write() (no stdio buffering: this also runs from
 // the exit path, where stdio may already be flushed and closed by the application).
-__attribute__((format(printf, 1, 2))) void say(const char *fmt, ...) {
+__attribute__((format(printf, 1, 2))) void say(const char* fmt, ...) {
   char line[512];
   va_list ap;
   va_start(ap, fmt);
   int n = vsnprintf(line, sizeof line, fmt, ap);
   va_end(ap);
-  if (n < 0)
-    return;
-  write_all(STDERR_FILENO, line, static_cast<size_t>(n) < sizeof line ? static_cast<size_t>(n)
-                                                                       : sizeof line - 1);
+  if (n < 0) return;
+  write_all(STDERR_FILENO, line,
+            static_cast<size_t>(n) < sizeof line ? static_cast<size_t>(n) : sizeof line - 1);
 }
 
-const char *result_string(CUptiResult result) {
-  const char *text = nullptr;
+const char* result_string(CUptiResult result) {
+  const char* text = nullptr;
   if (cuptiGetResultString(result, &text) != CUPTI_SUCCESS || text == nullptr)
     return "unknown CUPTI error";
   return text;
@@ -95,59 +93,52 @@ const char *result_string(CUptiResult result) {
 
 Slot slot_of_copy_kind(uint8_t copy_kind) {
   switch (copy_kind) {
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD:
-      return kHtoD;
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH:
-      return kDtoH;
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD:
-      return kDtoD;
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH:
-      return kHtoH;
-    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP:
-      return kPtoP;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return kHtoD;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return kDtoH;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return kDtoD;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH: return kHtoH;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: return kPtoP;
     default:  // HtoA, AtoH, AtoA, AtoD, DtoA, unknown
       return kOther;
   }
 }
 
-void count_record(const CUpti_Activity *record) {
+void count_record(const CUpti_Activity* record) {
   switch (record->kind) {
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
       // CUDA 13's record for this kind; kind/copyKind/bytes sit at the same offsets in every
       // CUpti_ActivityMemcpyN, copyCount (batched copies: cudaMemcpyBatchAsync) is new in 6.
-      const auto *m = reinterpret_cast<const CUpti_ActivityMemcpy6 *>(record);
+      const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
       count(slot_of_copy_kind(m->copyKind), m->copyCount > 0 ? m->copyCount : 1, m->bytes);
       break;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY2: {  // peer-to-peer copy between two devices/contexts
-      const auto *p = reinterpret_cast<const CUpti_ActivityMemcpyPtoP4 *>(record);
+      const auto* p = reinterpret_cast<const CUpti_ActivityMemcpyPtoP4*>(record);
       count(kPtoP, 1, p->bytes);
       break;
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
-      const auto *s = reinterpret_cast<const CUpti_ActivityMemset4 *>(record);
+      const auto* s = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
       count(kMemset, 1, s->bytes);
       break;
     }
-    default:
-      break;  // nothing else is enabled
+    default: break;  // nothing else is enabled
   }
 }
 
-void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
-  void *p = nullptr;
+void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  void* p = nullptr;
   if (posix_memalign(&p, kBufferAlign, kBufferSize) != 0)
     p = nullptr;  // CUPTI then drops records (counted as dropped), the process goes on
-  *buffer = static_cast<uint8_t *>(p);
+  *buffer = static_cast<uint8_t*>(p);
   *size = p != nullptr ? kBufferSize : 0;
   *max_records = 0;  // fill the buffer
 }
 
-void CUPTIAPI buffer_completed(CUcontext /*context*/, uint32_t stream_id, uint8_t *buffer,
+void CUPTIAPI buffer_completed(CUcontext /*context*/, uint32_t stream_id, uint8_t* buffer,
                                size_t /*size*/, size_t valid_size) {
-  if (buffer == nullptr)
-    return;
-  CUpti_Activity *record = nullptr;
+  if (buffer == nullptr) return;
+  CUpti_Activity* record = nullptr;
   while (valid_size > 0 &&
          cuptiActivityGetNextRecord(buffer, valid_size, &record) == CUPTI_SUCCESS) {
     count_record(record);
@@ -161,17 +152,16 @@ void CUPTIAPI buffer_completed(CUcontext /*context*/, uint32_t stream_id, uint8_
 
 // Basename of the running executable (/proc/self/exe; argv[0]'s basename if that fails), with
 // blanks replaced so that the line stays splittable on spaces.
-void exe_name(char *out, size_t out_size) {
+void exe_name(char* out, size_t out_size) {
   char path[4096];
   ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
-  const char *name = program_invocation_short_name;
+  const char* name = program_invocation_short_name;
   if (n > 0) {
     path[n] = '\0';
-    const char *slash = strrchr(path, '/');
+    const char* slash = strrchr(path, '/');
     name = slash != nullptr ? slash + 1 : path;
   }
-  if (name == nullptr || *name == '\0')
-    name = "?";
+  if (name == nullptr || *name == '\0') name = "?";
   size_t i = 0;
   for (; name[i] != '\0' && i + 1 < out_size; ++i)
     out[i] = (name[i] == ' ' || name[i] == '\t' || name[i] == '\n') ? '_' : name[i];
@@ -183,16 +173,15 @@ struct Text {
   char buf[2048];
   size_t len = 0;
 
-  __attribute__((format(printf, 2, 3))) void add(const char *fmt, ...) {
-    if (len + 1 >= sizeof buf)
-      return;
+  __attribute__((format(printf, 2, 3))) void add(const char* fmt, ...) {
+    if (len + 1 >= sizeof buf) return;
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(buf + len, sizeof buf - len, fmt, ap);
     va_end(ap);
     if (n > 0)
-      len = len + static_cast<size_t>(n) < sizeof buf ? len + static_cast<size_t>(n)
-                                                      : sizeof buf - 1;
+      len =
+          len + static_cast<size_t>(n) < sizeof buf ? len + static_cast<size_t>(n) : sizeof buf - 1;
   }
 };
 
@@ -200,13 +189,11 @@ struct Text {
 void report(bool flush) {
   if (!g_enabled.load() || g_pid.load() != getpid())
     return;  // never enabled, or a forked child that inherited our state (it prints nothing)
-  if (g_reported.exchange(true))
-    return;
+  if (g_reported.exchange(true)) return;
   if (flush) {
     CUptiResult r = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     if (r != CUPTI_SUCCESS)
-      say("copy-audit: warning: cuptiActivityFlushAll: %s (counts may be low)\n",
-          result_string(r));
+      say("copy-audit: warning: cuptiActivityFlushAll: %s (counts may be low)\n", result_string(r));
   }
 
   uint64_t ops[kSlots], bytes[kSlots];
@@ -223,15 +210,15 @@ void report(bool flush) {
     text.add(" %s=%" PRIu64 "/%" PRIu64, kSlotNames[i], ops[i], bytes[i]);
   text.add("\n");
 
-  const char *frames_env = getenv("COPY_AUDIT_FRAMES");
+  const char* frames_env = getenv("COPY_AUDIT_FRAMES");
   if (frames_env != nullptr && *frames_env != '\0') {
-    char *end = nullptr;
+    char* end = nullptr;
     unsigned long long frames = strtoull(frames_env, &end, 10);
     if (end != nullptr && *end == '\0' && frames > 0) {
       text.add("copy-audit per-frame(%llu):", frames);
       for (int i = 0; i < kSlots; ++i)
         text.add(" %s=%.2f", kSlotNames[i],
-               static_cast<double>(ops[i]) / static_cast<double>(frames));
+                 static_cast<double>(ops[i]) / static_cast<double>(frames));
       text.add("\n");
     } else {
       say("copy-audit: ignoring COPY_AUDIT_FRAMES=%s (want a positive integer)\n", frames_env);
@@ -241,11 +228,11 @@ void report(bool flush) {
   uint64_t dropped = g_dropped.load(std::memory_order_relaxed);
   if (dropped > 0)
     text.add("copy-audit pid=%ld warning: %" PRIu64 " activity records dropped, counts are low\n",
-           static_cast<long>(getpid()), dropped);
+             static_cast<long>(getpid()), dropped);
 
   write_all(STDERR_FILENO, text.buf, text.len);
 
-  const char *output = getenv("COPY_AUDIT_OUTPUT");
+  const char* output = getenv("COPY_AUDIT_OUTPUT");
   if (output != nullptr && *output != '\0') {
     int fd = open(output, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0) {
@@ -256,21 +243,24 @@ void report(bool flush) {
       do {
         n = write(fd, text.buf, text.len);
       } while (n < 0 && errno == EINTR);
-      if (n != static_cast<ssize_t>(text.len))
-        say("copy-audit: short write to %s\n", output);
+      if (n != static_cast<ssize_t>(text.len)) say("copy-audit: short write to %s\n", output);
       close(fd);
     }
   }
 }
 
-void at_exit_handler() { report(true); }
+void at_exit_handler() {
+  report(true);
+}
 
 // Normally a no-op: exit() runs the atexit handler first. This covers an unload without exit
 // (dlclose of the library when the process goes on).
-__attribute__((destructor)) void on_unload() { report(true); }
+__attribute__((destructor)) void on_unload() {
+  report(true);
+}
 
 // Turns collection off again after a partial start; prints the one "disabled" line.
-void disable(const char *what, CUptiResult result) {
+void disable(const char* what, CUptiResult result) {
   cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMCPY);
   cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMCPY2);
   cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMSET);
@@ -284,8 +274,7 @@ void disable(const char *what, CUptiResult result) {
 // (success, as in NVIDIA's CUPTI injection samples) in every case, also when CUPTI is
 // unavailable: the audit must never stop the application.
 extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
-  if (g_initialized.exchange(true))
-    return 1;
+  if (g_initialized.exchange(true)) return 1;
 
   CUptiResult r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
   if (r != CUPTI_SUCCESS) {

@@ -29,26 +29,25 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-extern char **environ;
+extern char** environ;
 
 namespace {
 
-constexpr const char *kWorkerEnv = "COPY_AUDIT_SELFTEST_WORKER";
+constexpr const char* kWorkerEnv = "COPY_AUDIT_SELFTEST_WORKER";
 constexpr int kWorkers = 2;
 constexpr size_t kHtoDBytes = 1u << 20;
 constexpr size_t kDtoHBytes = 4u << 10;
 constexpr size_t kDtoDBytes = 64u << 10;
 constexpr size_t kMemsetBytes = 256;
 
-constexpr const char *kExpectedCounts =
+constexpr const char* kExpectedCounts =
     "HtoD=3/3145728 DtoH=2/8192 DtoD=1/65536 PtoP=0/0 HtoH=0/0 other=0/0 memset=4/1024";
-constexpr const char *kExpectedPerFrame =
+constexpr const char* kExpectedPerFrame =
     "copy-audit per-frame(2): HtoD=1.50 DtoH=1.00 DtoD=0.50 PtoP=0.00 HtoH=0.00 other=0.00 "
     "memset=2.00";
 
-bool check(cudaError_t err, const char *what) {
-  if (err == cudaSuccess)
-    return true;
+bool check(cudaError_t err, const char* what) {
+  if (err == cudaSuccess) return true;
   fprintf(stderr, "copy-audit-selftest worker: %s: %s (%s)\n", what, cudaGetErrorName(err),
           cudaGetErrorString(err));
   return false;
@@ -56,12 +55,12 @@ bool check(cudaError_t err, const char *what) {
 
 // The known set of operations; nothing else that copies or sets memory.
 int run_worker() {
-  unsigned char *d_src = nullptr;
-  unsigned char *d_dst = nullptr;
+  unsigned char* d_src = nullptr;
+  unsigned char* d_dst = nullptr;
   std::vector<unsigned char> host(kHtoDBytes, 0x5a);  // pageable, like most application buffers
   bool ok = check(cudaSetDevice(0), "cudaSetDevice") &&
-            check(cudaMalloc(reinterpret_cast<void **>(&d_src), kHtoDBytes), "cudaMalloc") &&
-            check(cudaMalloc(reinterpret_cast<void **>(&d_dst), kHtoDBytes), "cudaMalloc");
+            check(cudaMalloc(reinterpret_cast<void**>(&d_src), kHtoDBytes), "cudaMalloc") &&
+            check(cudaMalloc(reinterpret_cast<void**>(&d_dst), kHtoDBytes), "cudaMalloc");
   for (int i = 0; ok && i < 3; ++i)
     ok = check(cudaMemcpy(d_src, host.data(), kHtoDBytes, cudaMemcpyHostToDevice),
                "cudaMemcpy HtoD");
@@ -73,20 +72,16 @@ int run_worker() {
   for (int i = 0; ok && i < 4; ++i)
     ok = check(cudaMemsetAsync(d_dst + i * kMemsetBytes, i, kMemsetBytes, nullptr),
                "cudaMemsetAsync");
-  if (ok)
-    ok = check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-  if (d_src != nullptr)
-    cudaFree(d_src);
-  if (d_dst != nullptr)
-    cudaFree(d_dst);
+  if (ok) ok = check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  if (d_src != nullptr) cudaFree(d_src);
+  if (d_dst != nullptr) cudaFree(d_dst);
   return ok ? 0 : 1;  // returning from main runs the library's atexit summary
 }
 
 std::string self_dir() {
   char path[4096];
   ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
-  if (n <= 0)
-    return ".";
+  if (n <= 0) return ".";
   path[n] = '\0';
   std::string s(path);
   size_t slash = s.rfind('/');
@@ -96,32 +91,28 @@ std::string self_dir() {
 std::string self_exe() {
   char path[4096];
   ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
-  if (n <= 0)
-    return "";
+  if (n <= 0) return "";
   path[n] = '\0';
   return path;
 }
 
-std::string read_file(const std::string &path) {
+std::string read_file(const std::string& path) {
   std::string out;
-  FILE *f = fopen(path.c_str(), "r");
-  if (f == nullptr)
-    return out;
+  FILE* f = fopen(path.c_str(), "r");
+  if (f == nullptr) return out;
   char buf[4096];
   size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-    out.append(buf, n);
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
   fclose(f);
   return out;
 }
 
-std::vector<std::string> split_lines(const std::string &text) {
+std::vector<std::string> split_lines(const std::string& text) {
   std::vector<std::string> lines;
   size_t start = 0;
   while (start < text.size()) {
     size_t end = text.find('\n', start);
-    if (end == std::string::npos)
-      end = text.size();
+    if (end == std::string::npos) end = text.size();
     lines.push_back(text.substr(start, end - start));
     start = end + 1;
   }
@@ -129,11 +120,10 @@ std::vector<std::string> split_lines(const std::string &text) {
 }
 
 // Checks the two lines worker `pid` appended; prints what is wrong.
-bool check_worker_lines(const std::vector<std::string> &lines, pid_t pid) {
+bool check_worker_lines(const std::vector<std::string>& lines, pid_t pid) {
   const std::string prefix = "copy-audit pid=" + std::to_string(pid) + " exe=";
   for (size_t i = 0; i < lines.size(); ++i) {
-    if (lines[i].compare(0, prefix.size(), prefix) != 0)
-      continue;
+    if (lines[i].compare(0, prefix.size(), prefix) != 0) continue;
     bool ok = true;
     size_t counts_at = lines[i].find(" HtoD=");
     std::string counts = counts_at == std::string::npos ? "" : lines[i].substr(counts_at + 1);
@@ -153,7 +143,7 @@ bool check_worker_lines(const std::vector<std::string> &lines, pid_t pid) {
   return false;
 }
 
-int run_checker(int argc, char **argv) {
+int run_checker(int argc, char** argv) {
   // The checker itself is not audited, whatever the caller's environment says.
   unsetenv("CUDA_INJECTION64_PATH");
 
@@ -166,7 +156,7 @@ int run_checker(int argc, char **argv) {
   }
 
   std::string lib;
-  if (const char *env = getenv("COPY_AUDIT_LIB"); env != nullptr && *env != '\0')
+  if (const char* env = getenv("COPY_AUDIT_LIB"); env != nullptr && *env != '\0')
     lib = env;
   else if (argc > 1)
     lib = argv[1];
@@ -177,7 +167,7 @@ int run_checker(int argc, char **argv) {
     return 1;
   }
 
-  const char *tmpdir = getenv("TMPDIR");
+  const char* tmpdir = getenv("TMPDIR");
   std::string out_path = std::string(tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp") +
                          "/copy-audit-selftest.XXXXXX";
   int fd = mkstemp(out_path.data());
@@ -189,7 +179,7 @@ int run_checker(int argc, char **argv) {
 
   // Worker environment: ours, minus the variables we set.
   std::vector<std::string> env_store;
-  for (char **e = environ; *e != nullptr; ++e) {
+  for (char** e = environ; *e != nullptr; ++e) {
     std::string kv(*e);
     std::string key = kv.substr(0, kv.find('='));
     if (key == "CUDA_INJECTION64_PATH" || key == "COPY_AUDIT_OUTPUT" ||
@@ -201,13 +191,12 @@ int run_checker(int argc, char **argv) {
   env_store.push_back("COPY_AUDIT_OUTPUT=" + out_path);
   env_store.push_back("COPY_AUDIT_FRAMES=2");
   env_store.push_back(std::string(kWorkerEnv) + "=1");
-  std::vector<char *> envp;
-  for (std::string &kv : env_store)
-    envp.push_back(kv.data());
+  std::vector<char*> envp;
+  for (std::string& kv : env_store) envp.push_back(kv.data());
   envp.push_back(nullptr);
 
   std::string exe = self_exe();
-  char *worker_argv[] = {exe.data(), nullptr};
+  char* worker_argv[] = {exe.data(), nullptr};
   printf("copy-audit-selftest: library %s, output %s\n", lib.c_str(), out_path.c_str());
   fflush(stdout);
 
@@ -222,8 +211,7 @@ int run_checker(int argc, char **argv) {
     }
   }
   for (int i = 0; i < kWorkers; ++i) {
-    if (pids[i] == 0)
-      continue;
+    if (pids[i] == 0) continue;
     int status = 0;
     while (waitpid(pids[i], &status, 0) < 0 && errno == EINTR) {
     }
@@ -237,8 +225,7 @@ int run_checker(int argc, char **argv) {
   printf("--- %s ---\n%s--- end ---\n", out_path.c_str(), text.c_str());
   std::vector<std::string> lines = split_lines(text);
   for (int i = 0; i < kWorkers; ++i) {
-    if (pids[i] != 0 && !check_worker_lines(lines, pids[i]))
-      ok = false;
+    if (pids[i] != 0 && !check_worker_lines(lines, pids[i])) ok = false;
   }
   if (ok && lines.size() != 2 * kWorkers) {
     printf("FAIL: expected %d lines (two per worker), got %zu\n", 2 * kWorkers, lines.size());
@@ -251,8 +238,8 @@ int run_checker(int argc, char **argv) {
 
 }  // namespace
 
-int main(int argc, char **argv) {
-  if (const char *worker = getenv(kWorkerEnv); worker != nullptr && strcmp(worker, "1") == 0)
+int main(int argc, char** argv) {
+  if (const char* worker = getenv(kWorkerEnv); worker != nullptr && strcmp(worker, "1") == 0)
     return run_worker();
   return run_checker(argc, argv);
 }

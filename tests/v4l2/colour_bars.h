@@ -15,7 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "v4l2capture.h"
+#include "cfa.h"
+#include "formats.h"
 
 namespace cipc_test {
 
@@ -30,23 +31,14 @@ inline uint32_t bar_level(unsigned bits) {
   return 3071u >> (12 - bits);
 }
 
-// Which primary the CFA site (x, y) samples: 0 red, 1 green, 2 blue.
-inline int cfa_channel(cipc_v4l2::CfaOrder order, uint32_t x, uint32_t y) {
-  static const int kLayouts[4][4] = {
-      // top-left, top-right, bottom-left, bottom-right of each 2x2 cell
-      {0, 1, 1, 2},  // RGGB
-      {1, 0, 2, 1},  // GRBG
-      {1, 2, 0, 1},  // GBRG
-      {2, 1, 1, 0},  // BGGR
-  };
-  return kLayouts[static_cast<int>(order)][(y & 1) * 2 + (x & 1)];
-}
-
-inline uint32_t expected_sample(const cipc_v4l2::BayerFormat& format, uint32_t width, uint32_t x,
+inline uint32_t expected_sample(const cipc_bayer::BayerFormat& format, uint32_t width, uint32_t x,
                                 uint32_t y) {
   const BarColour& bar = kBars[static_cast<uint64_t>(x) * 8 / width];
-  const int channel = cfa_channel(format.order, x, y);
-  const bool on = channel == 0 ? bar.r : channel == 1 ? bar.g : bar.b;
+  const cipc_bayer::CfaColor channel =
+      cipc_bayer::cfa_color(format.order, static_cast<int>(y), static_cast<int>(x));
+  const bool on = channel == cipc_bayer::kCfaRed     ? bar.r
+                  : channel == cipc_bayer::kCfaGreen ? bar.g
+                                                     : bar.b;
   return on ? bar_level(format.bits) : 0;
 }
 
@@ -58,7 +50,7 @@ struct BarCheck {
 };
 
 // The bytes of row `y` of the pattern (rows repeat with period 2).
-inline std::vector<uint8_t> expected_row(const cipc_v4l2::BayerFormat& format, uint32_t width,
+inline std::vector<uint8_t> expected_row(const cipc_bayer::BayerFormat& format, uint32_t width,
                                          uint32_t y) {
   std::vector<uint8_t> row(static_cast<size_t>(width) * format.bytes_per_sample);
   for (uint32_t x = 0; x < width; ++x) {
@@ -74,7 +66,7 @@ inline std::vector<uint8_t> expected_row(const cipc_v4l2::BayerFormat& format, u
 // rows that differ, to report the first mismatch). When the width is not a multiple of 8 (vivid
 // then scales its bars), the two columns either side of a bar edge are not checked.
 inline BarCheck check_colour_bars(const uint8_t* data, size_t size, size_t stride,
-                                  const cipc_v4l2::BayerFormat& format, uint32_t width,
+                                  const cipc_bayer::BayerFormat& format, uint32_t width,
                                   uint32_t height) {
   BarCheck result;
   const bool exact_bars = width % 8 == 0;

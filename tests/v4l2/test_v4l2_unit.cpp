@@ -18,6 +18,7 @@
 #include "colour_bars.h"
 #include "v4l2capture.h"
 
+namespace cb = cipc_bayer;
 namespace cv = cipc_v4l2;
 
 namespace {
@@ -29,42 +30,42 @@ TEST(V4l2Formats, MapsEveryBayerFourccToItsCapsName) {
     uint32_t fourcc;
     const char* caps;
     unsigned bits, bytes;
-    cv::CfaOrder order;
+    cb::CfaOrder order;
   };
   const Case cases[] = {
-      {V4L2_PIX_FMT_SRGGB10, "rggb10le", 10, 2, cv::CfaOrder::kRGGB},  // 'RG10'
-      {V4L2_PIX_FMT_SGRBG10, "grbg10le", 10, 2, cv::CfaOrder::kGRBG},  // 'BA10'
-      {V4L2_PIX_FMT_SGBRG10, "gbrg10le", 10, 2, cv::CfaOrder::kGBRG},  // 'GB10'
-      {V4L2_PIX_FMT_SBGGR10, "bggr10le", 10, 2, cv::CfaOrder::kBGGR},  // 'BG10'
-      {V4L2_PIX_FMT_SRGGB8, "rggb", 8, 1, cv::CfaOrder::kRGGB},
-      {V4L2_PIX_FMT_SGRBG8, "grbg", 8, 1, cv::CfaOrder::kGRBG},
-      {V4L2_PIX_FMT_SGBRG8, "gbrg", 8, 1, cv::CfaOrder::kGBRG},
-      {V4L2_PIX_FMT_SBGGR8, "bggr", 8, 1, cv::CfaOrder::kBGGR},  // 'BA81'
-      {V4L2_PIX_FMT_SRGGB12, "rggb12le", 12, 2, cv::CfaOrder::kRGGB},
-      {V4L2_PIX_FMT_SGRBG12, "grbg12le", 12, 2, cv::CfaOrder::kGRBG},
-      {V4L2_PIX_FMT_SGBRG12, "gbrg12le", 12, 2, cv::CfaOrder::kGBRG},
-      {V4L2_PIX_FMT_SBGGR12, "bggr12le", 12, 2, cv::CfaOrder::kBGGR},
+      {V4L2_PIX_FMT_SRGGB10, "rggb10le", 10, 2, cb::CfaOrder::kRGGB},  // 'RG10'
+      {V4L2_PIX_FMT_SGRBG10, "grbg10le", 10, 2, cb::CfaOrder::kGRBG},  // 'BA10'
+      {V4L2_PIX_FMT_SGBRG10, "gbrg10le", 10, 2, cb::CfaOrder::kGBRG},  // 'GB10'
+      {V4L2_PIX_FMT_SBGGR10, "bggr10le", 10, 2, cb::CfaOrder::kBGGR},  // 'BG10'
+      {V4L2_PIX_FMT_SRGGB8, "rggb", 8, 1, cb::CfaOrder::kRGGB},
+      {V4L2_PIX_FMT_SGRBG8, "grbg", 8, 1, cb::CfaOrder::kGRBG},
+      {V4L2_PIX_FMT_SGBRG8, "gbrg", 8, 1, cb::CfaOrder::kGBRG},
+      {V4L2_PIX_FMT_SBGGR8, "bggr", 8, 1, cb::CfaOrder::kBGGR},  // 'BA81'
+      {V4L2_PIX_FMT_SRGGB12, "rggb12le", 12, 2, cb::CfaOrder::kRGGB},
+      {V4L2_PIX_FMT_SGRBG12, "grbg12le", 12, 2, cb::CfaOrder::kGRBG},
+      {V4L2_PIX_FMT_SGBRG12, "gbrg12le", 12, 2, cb::CfaOrder::kGBRG},
+      {V4L2_PIX_FMT_SBGGR12, "bggr12le", 12, 2, cb::CfaOrder::kBGGR},
   };
-  EXPECT_EQ(cv::bayer_formats().size(), std::size(cases));
+  EXPECT_EQ(cb::bayer_formats().size(), std::size(cases));
   for (const Case& c : cases) {
     SCOPED_TRACE(c.caps);
-    const cv::BayerFormat* f = cv::bayer_format_from_fourcc(c.fourcc);
+    const cb::BayerFormat* f = cb::bayer_format_from_fourcc(c.fourcc);
     ASSERT_NE(f, nullptr);
     EXPECT_STREQ(f->caps_name, c.caps);
     EXPECT_EQ(f->bits, c.bits);
     EXPECT_EQ(f->bytes_per_sample, c.bytes);
     EXPECT_EQ(f->order, c.order);
-    EXPECT_EQ(cv::bayer_format_from_caps_name(c.caps), f);  // and back
+    EXPECT_EQ(cb::bayer_format_from_caps_name(c.caps), f);  // and back
   }
 }
 
 TEST(V4l2Formats, IgnoresFormatsItDoesNotCapture) {
-  EXPECT_EQ(cv::bayer_format_from_fourcc(V4L2_PIX_FMT_YUYV), nullptr);
-  EXPECT_EQ(cv::bayer_format_from_fourcc(V4L2_PIX_FMT_SRGGB16), nullptr);
-  EXPECT_EQ(cv::bayer_format_from_fourcc(V4L2_PIX_FMT_SRGGB10P), nullptr);  // MIPI-packed
-  EXPECT_EQ(cv::bayer_format_from_caps_name("rggb16le"), nullptr);
-  EXPECT_EQ(cv::bayer_format_from_caps_name("RGGB10LE"), nullptr);
-  EXPECT_EQ(cv::bayer_format_from_caps_name(""), nullptr);
+  EXPECT_EQ(cb::bayer_format_from_fourcc(V4L2_PIX_FMT_YUYV), nullptr);
+  EXPECT_EQ(cb::bayer_format_from_fourcc(V4L2_PIX_FMT_SRGGB16), nullptr);
+  EXPECT_EQ(cb::bayer_format_from_fourcc(V4L2_PIX_FMT_SRGGB10P), nullptr);  // MIPI-packed
+  EXPECT_EQ(cb::bayer_format_from_caps_name("rggb16le"), nullptr);
+  EXPECT_EQ(cb::bayer_format_from_caps_name("RGGB10LE"), nullptr);
+  EXPECT_EQ(cb::bayer_format_from_caps_name(""), nullptr);
 }
 
 TEST(V4l2Formats, PrintsFourccs) {
@@ -77,25 +78,25 @@ TEST(V4l2Formats, PrintsFourccs) {
 // ---- Strides and rates ----------------------------------------------------------------------
 
 TEST(V4l2Strides, TightAndImplicitStrides) {
-  const cv::BayerFormat& rg10 = *cv::bayer_format_from_caps_name("rggb10le");
-  const cv::BayerFormat& rggb = *cv::bayer_format_from_caps_name("rggb");
-  EXPECT_EQ(cv::tight_stride(rg10, 1920), 3840u);
-  EXPECT_EQ(cv::tight_stride(rggb, 1920), 1920u);
+  const cb::BayerFormat& rg10 = *cb::bayer_format_from_caps_name("rggb10le");
+  const cb::BayerFormat& rggb = *cb::bayer_format_from_caps_name("rggb");
+  EXPECT_EQ(cb::tight_stride(rg10, 1920), 3840u);
+  EXPECT_EQ(cb::tight_stride(rggb, 1920), 1920u);
   // GStreamer's implicit Bayer stride is GST_ROUND_UP_4 (width) samples.
-  EXPECT_EQ(cv::implicit_stride(rg10, 640), 1280u);
-  EXPECT_EQ(cv::implicit_stride(rg10, 641), 1288u);
-  EXPECT_EQ(cv::implicit_stride(rg10, 642), 1288u);
-  EXPECT_EQ(cv::implicit_stride(rggb, 641), 644u);
-  EXPECT_EQ(cv::implicit_stride(rggb, 1), 4u);
+  EXPECT_EQ(cb::implicit_stride(rg10, 640), 1280u);
+  EXPECT_EQ(cb::implicit_stride(rg10, 641), 1288u);
+  EXPECT_EQ(cb::implicit_stride(rg10, 642), 1288u);
+  EXPECT_EQ(cb::implicit_stride(rggb, 641), 644u);
+  EXPECT_EQ(cb::implicit_stride(rggb, 1), 4u);
 }
 
 TEST(V4l2Strides, MetaOnlyWhenTheDriversStrideDiffersFromTheImplicitOne) {
-  const cv::BayerFormat& rg10 = *cv::bayer_format_from_caps_name("rggb10le");
-  EXPECT_FALSE(cv::stride_needs_video_meta(rg10, 1920, 3840));
-  EXPECT_TRUE(cv::stride_needs_video_meta(rg10, 1920, 3904));  // padded to 64 bytes... and more
-  EXPECT_TRUE(cv::stride_needs_video_meta(rg10, 3856, 7744));  // Orin's padding of 3856 px rows
-  EXPECT_TRUE(cv::stride_needs_video_meta(rg10, 641, 1282));   // tight, but GStreamer pads to 4
-  EXPECT_FALSE(cv::stride_needs_video_meta(rg10, 641, 1288));
+  const cb::BayerFormat& rg10 = *cb::bayer_format_from_caps_name("rggb10le");
+  EXPECT_FALSE(cb::stride_needs_video_meta(rg10, 1920, 3840));
+  EXPECT_TRUE(cb::stride_needs_video_meta(rg10, 1920, 3904));  // padded to 64 bytes... and more
+  EXPECT_TRUE(cb::stride_needs_video_meta(rg10, 3856, 7744));  // Orin's padding of 3856 px rows
+  EXPECT_TRUE(cb::stride_needs_video_meta(rg10, 641, 1282));   // tight, but GStreamer pads to 4
+  EXPECT_FALSE(cb::stride_needs_video_meta(rg10, 641, 1288));
 }
 
 TEST(V4l2Rates, FrameIntervalsBecomeFramerates) {
@@ -169,7 +170,7 @@ TEST(V4l2Open, ErrnoBecomesASentence) {
 // ---- The colour-bar oracle ------------------------------------------------------------------
 
 // A frame as vivid draws it: every sample at the level its bar and CFA site predict.
-std::vector<uint8_t> synthetic_bars(const cv::BayerFormat& f, uint32_t width, uint32_t height,
+std::vector<uint8_t> synthetic_bars(const cb::BayerFormat& f, uint32_t width, uint32_t height,
                                     size_t stride) {
   std::vector<uint8_t> frame(stride * height, 0xAB);  // row padding is garbage
   for (uint32_t y = 0; y < height; ++y)
@@ -186,7 +187,7 @@ TEST(ColourBarOracle, LevelsAreVividsSeventyFivePercent) {
   EXPECT_EQ(cipc_test::bar_level(8), 191u);
   EXPECT_EQ(cipc_test::bar_level(10), 767u);  // as captured from vivid (RG10, BA10)
   EXPECT_EQ(cipc_test::bar_level(12), 3071u);
-  const cv::BayerFormat& rg10 = *cv::bayer_format_from_caps_name("rggb10le");
+  const cb::BayerFormat& rg10 = *cb::bayer_format_from_caps_name("rggb10le");
   // Row 0 of RGGB alternates R and G: white bar R=G=767, cyan bar R=0, magenta bar G=0.
   EXPECT_EQ(cipc_test::expected_sample(rg10, 640, 0, 0), 767u);
   EXPECT_EQ(cipc_test::expected_sample(rg10, 640, 1, 0), 767u);
@@ -198,17 +199,17 @@ TEST(ColourBarOracle, LevelsAreVividsSeventyFivePercent) {
 }
 
 TEST(ColourBarOracle, AcceptsTheExpectedFrameAndRejectsShiftedPhases) {
-  for (const cv::BayerFormat& f : cv::bayer_formats()) {
+  for (const cb::BayerFormat& f : cb::bayer_formats()) {
     SCOPED_TRACE(f.caps_name);
     const uint32_t w = 64, h = 8;
-    const size_t stride = cv::tight_stride(f, w) + 32;  // exercise a padded stride
+    const size_t stride = cb::tight_stride(f, w) + 32;  // exercise a padded stride
     std::vector<uint8_t> frame = synthetic_bars(f, w, h, stride);
     const cipc_test::BarCheck ok =
         cipc_test::check_colour_bars(frame.data(), frame.size(), stride, f, w, h);
     EXPECT_EQ(ok.mismatches, 0u) << ok.first_mismatch;
     EXPECT_EQ(ok.checked, uint64_t{w} * h);
     // The same data read as another CFA phase must not pass.
-    for (const cv::BayerFormat& other : cv::bayer_formats()) {
+    for (const cb::BayerFormat& other : cb::bayer_formats()) {
       if (other.bits != f.bits || other.order == f.order) continue;
       const cipc_test::BarCheck bad =
           cipc_test::check_colour_bars(frame.data(), frame.size(), stride, other, w, h);
@@ -264,7 +265,7 @@ class V4l2SrcElement : public ::testing::Test {
 TEST_F(V4l2SrcElement, IsRegisteredWithDocumentedProperties) {
   GstElement* e = gst_element_factory_make("cudav4l2src", nullptr);
   ASSERT_NE(e, nullptr) << "plugin not found: is GST_PLUGIN_PATH set?";
-  EXPECT_STREQ(G_OBJECT_TYPE_NAME(e), "GstCipcV4l2Src");
+  EXPECT_STREQ(G_OBJECT_TYPE_NAME(e), "GstCudaV4l2Src");
   GstElementFactory* f = gst_element_get_factory(e);
   EXPECT_STREQ(gst_element_factory_get_metadata(f, GST_ELEMENT_METADATA_KLASS), "Source/Video");
 
@@ -327,7 +328,7 @@ TEST_F(V4l2SrcElement, TemplateOffersEightTenAndTwelveBitBayer) {
     if (t->direction == GST_PAD_SRC) tmpl = gst_static_caps_get(&t->static_caps);
   }
   ASSERT_NE(tmpl, nullptr);
-  for (const cv::BayerFormat& format : cv::bayer_formats()) {
+  for (const cb::BayerFormat& format : cb::bayer_formats()) {
     GstCaps* one = gst_caps_new_simple("video/x-bayer", "format", G_TYPE_STRING, format.caps_name,
                                        "width", G_TYPE_INT, 1920, "height", G_TYPE_INT, 1080,
                                        "framerate", GST_TYPE_FRACTION, 30, 1, nullptr);

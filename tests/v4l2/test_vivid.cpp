@@ -14,7 +14,6 @@
 #include <gst/video/video.h>
 #include <gtest/gtest.h>
 #include <linux/videodev2.h>
-#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,6 +28,7 @@
 #include "colour_bars.h"
 #include "v4l2capture.h"
 
+namespace cb = cipc_bayer;
 namespace cv = cipc_v4l2;
 using Clock = std::chrono::steady_clock;
 
@@ -123,7 +123,7 @@ struct Run {
 
 struct Options {
   std::string launch;  // must name the source "src" and end in "appsink name=sink"
-  const cv::BayerFormat* format = nullptr;  // for the colour-bar check; null: none
+  const cb::BayerFormat* format = nullptr;  // for the colour-bar check; null: none
   uint32_t width = 0, height = 0;
   int timeout_ms = 60000;
   // Answer the ALLOCATION query ourselves (instead of appsink) with this pool and/or meta.
@@ -154,7 +154,7 @@ void record(const Options& o, GstBuffer* buffer, FrameRecord* r) {
   r->size = gst_buffer_get_size(buffer);
   r->from_offered_pool = o.offer_pool && buffer->pool == o.offer_pool;
   GstVideoMeta* meta = gst_buffer_get_video_meta(buffer);
-  size_t stride = o.format ? cv::implicit_stride(*o.format, o.width) : 0;
+  size_t stride = o.format ? cb::implicit_stride(*o.format, o.width) : 0;
   if (meta) {
     r->has_meta = true;
     r->meta_stride = meta->stride[0];
@@ -414,7 +414,7 @@ TEST_P(VividCapture, FramesHoldTheColourBars) {
   Options o;
   o.launch = launch(std::string("io-mode=") + m.io + " num-buffers=" + std::to_string(m.frames),
                     caps_string(m.format, m.width, m.height, m.fps));
-  o.format = cv::bayer_format_from_caps_name(m.format);
+  o.format = cb::bayer_format_from_caps_name(m.format);
   o.width = m.width;
   o.height = m.height;
   auto run = run_pipeline(o);
@@ -422,7 +422,7 @@ TEST_P(VividCapture, FramesHoldTheColourBars) {
   EXPECT_EQ(run->stat_string("io-mode"), m.io);
   EXPECT_FALSE(run->stat_bool("downstream-pool"));  // appsink offers no pool
   for (const FrameRecord& f : run->frames)
-    EXPECT_EQ(f.size, cv::tight_stride(*o.format, m.width) * m.height);
+    EXPECT_EQ(f.size, cb::tight_stride(*o.format, m.width) * m.height);
   // Timestamps are the driver's: one frame time apart, give or take.
   if (run->frames.size() >= 3) {
     const double span = static_cast<double>(run->frames.back().pts - run->frames.front().pts);
@@ -461,7 +461,7 @@ INSTANTIATE_TEST_SUITE_P(Formats, VividCapture,
 
 // The path the debayer uses: downstream offers a pool, the driver writes into its buffers.
 TEST_F(Vivid, UserptrWritesIntoDownstreamsPool) {
-  const cv::BayerFormat& rg10 = *cv::bayer_format_from_caps_name("rggb10le");
+  const cb::BayerFormat& rg10 = *cb::bayer_format_from_caps_name("rggb10le");
   GstBufferPool* pool = gst_buffer_pool_new();
   const guint size = 640 * 480 * 2;
   GstStructure* config = gst_buffer_pool_get_config(pool);
@@ -496,7 +496,7 @@ TEST_F(Vivid, UserptrWritesIntoDownstreamsPool) {
 }
 
 TEST_F(Vivid, UnsuitableDownstreamPoolIsNotUsed) {
-  const cv::BayerFormat& rg10 = *cv::bayer_format_from_caps_name("rggb10le");
+  const cb::BayerFormat& rg10 = *cb::bayer_format_from_caps_name("rggb10le");
   GstBufferPool* pool = gst_buffer_pool_new();
   const guint size = 640 * 480 * 2;
   GstStructure* config = gst_buffer_pool_get_config(pool);
@@ -524,7 +524,7 @@ TEST_F(Vivid, UnsuitableDownstreamPoolIsNotUsed) {
 
 TEST_F(Vivid, DropsAreCountedFromSequenceGaps) {
   vivid_control(kDevice, "percentage_of_dropped_buffers", 50);
-  const cv::BayerFormat& rggb = *cv::bayer_format_from_caps_name("rggb");
+  const cb::BayerFormat& rggb = *cb::bayer_format_from_caps_name("rggb");
   Options o;
   o.launch = launch("num-buffers=16", caps_string("rggb", 320, 180, 30));
   o.format = &rggb;
@@ -586,14 +586,14 @@ class VividOddWidth : public Vivid {
     cv::Error e;
     auto d = cv::Device::open(kDevice, &e);
     ASSERT_TRUE(d) << e.message;
-    ASSERT_EQ(ioctl(d->fd(), VIDIOC_S_INPUT, &index), 0) << "VIDIOC_S_INPUT " << index;
+    ASSERT_TRUE(d->set_input(static_cast<uint32_t>(index), &e)) << e.message << " " << e.detail;
   }
   static constexpr int kHdmiInput = 3;
   static Options odd_width_options(const char* io, int frames) {
     Options o;
     o.launch = launch(std::string("io-mode=") + io + " num-buffers=" + std::to_string(frames),
                       caps_string("rggb10le", 642, 480, 0));
-    o.format = cv::bayer_format_from_caps_name("rggb10le");
+    o.format = cb::bayer_format_from_caps_name("rggb10le");
     o.width = 642;
     o.height = 480;
     o.answer_allocation = true;
@@ -638,7 +638,7 @@ TEST_F(VividOddWidth, WithoutVideoMetaFramesAreRepackedAndCounted) {
 // ---- The V4L2 class alone -------------------------------------------------------------------
 
 void direct_capture(cv::Memory memory) {
-  const cv::BayerFormat& rg10 = *cv::bayer_format_from_caps_name("rggb10le");
+  const cb::BayerFormat& rg10 = *cb::bayer_format_from_caps_name("rggb10le");
   cv::Error e;
   auto d = cv::Device::open(kDevice, &e);
   ASSERT_TRUE(d) << e.message;
@@ -799,7 +799,7 @@ TEST_F(Vivid, RefusedBufferIsAClearError) {
 // vivid's REQBUFS error injection stands in for a driver without USERPTR support.
 TEST_F(Vivid, AutoFallsBackToMmapWithOneWarning) {
   vivid_control(kDevice, "inject_vidioc_reqbufs_error", 1);
-  const cv::BayerFormat& rg10 = *cv::bayer_format_from_caps_name("rggb10le");
+  const cb::BayerFormat& rg10 = *cb::bayer_format_from_caps_name("rggb10le");
   Options o;
   o.launch = launch("io-mode=auto num-buffers=6", caps_string("rggb10le", 640, 480, 25));
   o.format = &rg10;
@@ -910,7 +910,7 @@ TEST_F(Vivid, GstLaunchToFilesink) {
   ASSERT_TRUE(g_file_get_contents(path.c_str(), &contents, &length, nullptr));
   const size_t frame = 640 * 480 * 2;
   EXPECT_EQ(length, 5 * frame);
-  const cv::BayerFormat& rg10 = *cv::bayer_format_from_caps_name("rggb10le");
+  const cb::BayerFormat& rg10 = *cb::bayer_format_from_caps_name("rggb10le");
   for (size_t i = 0; i + frame <= length; i += frame) {
     const auto bars = cipc_test::check_colour_bars(reinterpret_cast<const uint8_t*>(contents) + i,
                                                    frame, 1280, rg10, 640, 480);

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-// V4L2 capture without GStreamer: the Bayer formats cudav4l2src knows, and a capture device
-// (open, enumerate formats/sizes/rates, set the format, request, queue and dequeue buffers,
-// stream on/off) whose failures come back as sentences a user understands. cudav4l2src is a
-// thin GObject layer over this; the tests drive it directly.
+// V4L2 capture without GStreamer: a capture device (open, enumerate formats/sizes/rates, set
+// the format, request, queue and dequeue buffers, stream on/off) whose failures come back as
+// sentences a user understands. cudav4l2src is a thin GObject layer over this; the tests drive
+// it directly. Every V4L2 ioctl of the project is issued in this folder.
 //
 // The device is opened through libv4l2 with v4l2_fd_open(fd, V4L2_DISABLE_CONVERSION): libv4l2's
 // format-conversion layer refuses USERPTR buffers (VIDIOC_REQBUFS with memory != MMAP fails
@@ -17,40 +17,18 @@
 #include <string>
 #include <vector>
 
+#include "formats.h"
+
 namespace cipc_v4l2 {
 
 // ---- Formats --------------------------------------------------------------------------------
 
-enum class CfaOrder { kRGGB, kGRBG, kGBRG, kBGGR };
-
-// A Bayer format as V4L2 and GStreamer name it. Samples of more than 8 bits sit in 16-bit
-// little-endian words, least significant bits first (the V4L2 definition; Jetson VI on
-// Xavier/Orin writes them MSB-aligned instead, which the debayer's bit-alignment handles).
-struct BayerFormat {
-  uint32_t fourcc;            // V4L2_PIX_FMT_*
-  const char* caps_name;      // video/x-bayer format string: "rggb", "rggb10le", ...
-  unsigned bits;              // significant bits per sample: 8, 10 or 12
-  unsigned bytes_per_sample;  // 1 or 2
-  CfaOrder order;
-};
-
-// The formats cudav4l2src captures: 8-, 10- and 12-bit Bayer in all four CFA orders.
-const std::vector<BayerFormat>& bayer_formats();
-const BayerFormat* bayer_format_from_fourcc(uint32_t fourcc);
-const BayerFormat* bayer_format_from_caps_name(const std::string& name);
+// The Bayer formats cudav4l2src captures (8-, 10- and 12-bit in all four CFA orders), their
+// fourccs and strides are bayer/formats.h's (cipc_bayer::bayer_formats(), ...).
 
 // "RG10" for V4L2_PIX_FMT_SRGGB10; non-printable bytes become '?'; a big-endian variant (bit
 // 31) gets "-BE".
 std::string fourcc_to_string(uint32_t fourcc);
-
-// Bytes of one row of `width` samples with no padding.
-size_t tight_stride(const BayerFormat& format, uint32_t width);
-// The row stride GStreamer assumes for video/x-bayer when no GstVideoMeta says otherwise:
-// GST_ROUND_UP_4(width) samples (bayer2rgb, videotestsrc and rgb2bayer all use it).
-size_t implicit_stride(const BayerFormat& format, uint32_t width);
-// Whether frames with `bytes_per_line` need a GstVideoMeta (or a repacking copy) to be read
-// correctly by an element that assumes implicit_stride().
-bool stride_needs_video_meta(const BayerFormat& format, uint32_t width, uint32_t bytes_per_line);
 
 // A rate in frames per second, num/den, reduced. V4L2 speaks of frame intervals (seconds per
 // frame); this is their inverse.
@@ -169,7 +147,7 @@ class Device {
   bool can_set_framerate() const { return can_set_framerate_; }
 
   // Every capture format the device offers with its sizes and rates (also those this element
-  // cannot capture: the caller filters with bayer_format_from_fourcc()).
+  // cannot capture: the caller filters with cipc_bayer::bayer_format_from_fourcc()).
   bool enumerate_formats(std::vector<FormatDescription>* formats, Error* error) const;
   bool get_format(Format* format, Error* error) const;
   // Sets fourcc/width/height; fails with kUnsupported if the driver picks anything else.
@@ -203,6 +181,9 @@ class Device {
   // the driver names it ("OSD Text Mode"); for buttons the value is ignored. For tests and
   // tools.
   bool set_control(const std::string& name, int32_t value, Error* error);
+  // Selects video input `index` (VIDIOC_S_INPUT), e.g. another of vivid's inputs. For tests and
+  // tools.
+  bool set_input(uint32_t index, Error* error);
 
   int fd() const { return fd_; }
 

@@ -1,14 +1,15 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-// The kernels of kernels.h and their host launchers. The math is the same as in reference.cpp
-// (the oracle of the GPU tests); see there for why the checksum can be split per row.
+// The test-pattern kernels of test_pattern.h and their host launchers. The math is the same as
+// in test_pattern_reference.cpp (the oracle of the GPU tests); see there for why the checksum can
+// be split per row.
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <string>
 
 #include "check.h"
-#include "kernels.h"
 #include "launch.cuh"
+#include "test_pattern.h"
 
 namespace cipc_cuda {
 
@@ -166,12 +167,12 @@ Status launch_image_checksum(DevicePtr image, size_t pitch, size_t row_bytes, si
       detail::launch("sum_rows_kernel<<<>>>", sum_rows_kernel, dim3(1), dim3(kThreads), s, __FILE__,
                      __LINE__, static_cast<const uint64_t*>(partials), live_rows,
                      reinterpret_cast<uint64_t*>(static_cast<uintptr_t>(dev_result))));
-  return Status::success();
+  return Status::ok();
 }
 
 Status launch_fill_pattern(DevicePtr image, size_t pitch, size_t row_bytes, size_t rows,
                            uint32_t seed, StreamHandle stream) {
-  if (rows == 0 || row_bytes == 0) return Status::success();
+  if (rows == 0 || row_bytes == 0) return Status::ok();
   if (image == 0) return invalid("launch_fill_pattern: null image");
   if (rows > 1 && pitch < row_bytes) {
     return invalid("launch_fill_pattern: pitch " + std::to_string(pitch) +

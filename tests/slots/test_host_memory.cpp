@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-// HostMemoryBackend (ipc/memory.h): sealed memfd slots, mapped writable by the producer and
+// HostMemoryBackend (slots/host_memory.h): sealed memfd slots, mapped writable by the producer and
 // read-only by consumers; import refuses descriptors that could shrink or do not hold the bytes.
 
 #include <fcntl.h>
@@ -12,12 +12,13 @@
 
 #include <gtest/gtest.h>
 
-#include "memory.h"
+#include "host_memory.h"
 #include "test_util.h"
 
 namespace cipc {
 namespace {
 
+using cipc_slots::HostMemoryBackend;
 using cipc_test::open_fd_count;
 using cipc_test::TempDir;
 

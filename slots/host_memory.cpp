@@ -7,16 +7,27 @@
 
 #include <string>
 
-#include "memory.h"
+#include "host_memory.h"
 
-namespace cipc {
+namespace cipc_slots {
+
+using cipc::Error;
+using cipc::ErrorCode;
+using cipc::kMaxSlotSize;
+using cipc::MemoryKind;
+using cipc::Result;
+using cipc::SlotMemory;
+using cipc::system_error;
+using cipc::UniqueFd;
+
 namespace {
 
 constexpr unsigned kRequiredSeals = F_SEAL_SHRINK | F_SEAL_GROW;
 
 class HostSlotMemory final : public SlotMemory {
  public:
-  HostSlotMemory(UniqueFd fd, void* data, size_t size) : fd_(std::move(fd)), data_(data), size_(size) {}
+  HostSlotMemory(UniqueFd fd, void* data, size_t size)
+      : fd_(std::move(fd)), data_(data), size_(size) {}
   ~HostSlotMemory() override { ::munmap(data_, size_); }
   void* data() const override { return data_; }
   size_t size() const override { return size_; }
@@ -33,19 +44,21 @@ class HostSlotMemory final : public SlotMemory {
 
 Result<std::unique_ptr<SlotMemory>> HostMemoryBackend::allocate(size_t size) {
   if (size == 0 || size > kMaxSlotSize)
-    return Error{ErrorCode::kInvalidArgument, "slot size " + std::to_string(size) + " out of range"};
+    return Error{ErrorCode::kInvalidArgument,
+                 "slot size " + std::to_string(size) + " out of range"};
   UniqueFd fd(::memfd_create("cudaipc-slot", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!fd) return system_error("memfd_create()", errno);
   if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0)
     return system_error("ftruncate(" + std::to_string(size) + ")", errno);
-  if (::fcntl(fd.get(), F_ADD_SEALS, kRequiredSeals) != 0) return system_error("F_ADD_SEALS", errno);
+  if (::fcntl(fd.get(), F_ADD_SEALS, kRequiredSeals) != 0)
+    return system_error("F_ADD_SEALS", errno);
   void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (p == MAP_FAILED) return system_error("mmap(" + std::to_string(size) + ")", errno);
   return std::unique_ptr<SlotMemory>(new HostSlotMemory(std::move(fd), p, size));
 }
 
 Result<std::unique_ptr<SlotMemory>> HostMemoryBackend::import(UniqueFd fd, size_t size,
-                                                              const EventHandle*) {
+                                                              const cipc::EventHandle*) {
   if (size == 0 || size > kMaxSlotSize)
     return Error{ErrorCode::kProtocol, "slot size " + std::to_string(size) + " out of range"};
   struct stat st {};
@@ -64,4 +77,4 @@ Result<std::unique_ptr<SlotMemory>> HostMemoryBackend::import(UniqueFd fd, size_
   return std::unique_ptr<SlotMemory>(new HostSlotMemory(UniqueFd(), p, size));
 }
 
-}  // namespace cipc
+}  // namespace cipc_slots

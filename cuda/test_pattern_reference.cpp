@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-// CPU references of the kernels in kernels.cu: the same math, written for clarity, used as the
+// CPU references of the kernels in test_pattern.cu: the same math, written for clarity, used as the
 // oracle of the GPU tests (and usable wherever a frame must be checked without a GPU).
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels.h"
+#include "test_pattern.h"
 
 namespace cipc_cuda {
 
@@ -19,7 +19,7 @@ namespace cipc_cuda {
 //   S = sum_r W(r) * R(r),   R(r) = sum_c byte(r, c) * (c + 1)    (all mod 2^64)
 //
 // holds exactly, whatever the order or grouping of the additions. That is what makes the result
-// independent of how the GPU splits the work: kernels.cu computes each R(r) as a block
+// independent of how the GPU splits the work: test_pattern.cu computes each R(r) as a block
 // reduction, multiplies it by W(r) into scratch[r] (pass 1) and adds the scratch entries
 // (pass 2); here we add the same terms row by row. Wrapping on overflow is intended and
 // well defined for unsigned arithmetic.

@@ -19,22 +19,21 @@
 
 namespace cipc_v4l2 {
 
-namespace {
+// bayer/formats.h spells the fourccs out so that it needs no kernel header.
+static_assert(cipc_bayer::kFourccSRGGB8 == V4L2_PIX_FMT_SRGGB8);
+static_assert(cipc_bayer::kFourccSGRBG8 == V4L2_PIX_FMT_SGRBG8);
+static_assert(cipc_bayer::kFourccSGBRG8 == V4L2_PIX_FMT_SGBRG8);
+static_assert(cipc_bayer::kFourccSBGGR8 == V4L2_PIX_FMT_SBGGR8);
+static_assert(cipc_bayer::kFourccSRGGB10 == V4L2_PIX_FMT_SRGGB10);
+static_assert(cipc_bayer::kFourccSGRBG10 == V4L2_PIX_FMT_SGRBG10);
+static_assert(cipc_bayer::kFourccSGBRG10 == V4L2_PIX_FMT_SGBRG10);
+static_assert(cipc_bayer::kFourccSBGGR10 == V4L2_PIX_FMT_SBGGR10);
+static_assert(cipc_bayer::kFourccSRGGB12 == V4L2_PIX_FMT_SRGGB12);
+static_assert(cipc_bayer::kFourccSGRBG12 == V4L2_PIX_FMT_SGRBG12);
+static_assert(cipc_bayer::kFourccSGBRG12 == V4L2_PIX_FMT_SGBRG12);
+static_assert(cipc_bayer::kFourccSBGGR12 == V4L2_PIX_FMT_SBGGR12);
 
-const std::vector<BayerFormat> kBayerFormats = {
-    {V4L2_PIX_FMT_SRGGB8, "rggb", 8, 1, CfaOrder::kRGGB},
-    {V4L2_PIX_FMT_SGRBG8, "grbg", 8, 1, CfaOrder::kGRBG},
-    {V4L2_PIX_FMT_SGBRG8, "gbrg", 8, 1, CfaOrder::kGBRG},
-    {V4L2_PIX_FMT_SBGGR8, "bggr", 8, 1, CfaOrder::kBGGR},
-    {V4L2_PIX_FMT_SRGGB10, "rggb10le", 10, 2, CfaOrder::kRGGB},
-    {V4L2_PIX_FMT_SGRBG10, "grbg10le", 10, 2, CfaOrder::kGRBG},
-    {V4L2_PIX_FMT_SGBRG10, "gbrg10le", 10, 2, CfaOrder::kGBRG},
-    {V4L2_PIX_FMT_SBGGR10, "bggr10le", 10, 2, CfaOrder::kBGGR},
-    {V4L2_PIX_FMT_SRGGB12, "rggb12le", 12, 2, CfaOrder::kRGGB},
-    {V4L2_PIX_FMT_SGRBG12, "grbg12le", 12, 2, CfaOrder::kGRBG},
-    {V4L2_PIX_FMT_SGBRG12, "gbrg12le", 12, 2, CfaOrder::kGBRG},
-    {V4L2_PIX_FMT_SBGGR12, "bggr12le", 12, 2, CfaOrder::kBGGR},
-};
+namespace {
 
 std::string errno_text(int errnum) {
   char buf[128];
@@ -107,22 +106,6 @@ std::string control_key(const std::string& name) {
 
 // ---- Formats --------------------------------------------------------------------------------
 
-const std::vector<BayerFormat>& bayer_formats() {
-  return kBayerFormats;
-}
-
-const BayerFormat* bayer_format_from_fourcc(uint32_t fourcc) {
-  for (const BayerFormat& f : kBayerFormats)
-    if (f.fourcc == fourcc) return &f;
-  return nullptr;
-}
-
-const BayerFormat* bayer_format_from_caps_name(const std::string& name) {
-  for (const BayerFormat& f : kBayerFormats)
-    if (name == f.caps_name) return &f;
-  return nullptr;
-}
-
 std::string fourcc_to_string(uint32_t fourcc) {
   std::string s;
   for (int i = 0; i < 4; ++i) {
@@ -131,18 +114,6 @@ std::string fourcc_to_string(uint32_t fourcc) {
   }
   if (fourcc & (1u << 31)) s += "-BE";
   return s;
-}
-
-size_t tight_stride(const BayerFormat& format, uint32_t width) {
-  return static_cast<size_t>(width) * format.bytes_per_sample;
-}
-
-size_t implicit_stride(const BayerFormat& format, uint32_t width) {
-  return ((static_cast<size_t>(width) + 3) & ~static_cast<size_t>(3)) * format.bytes_per_sample;
-}
-
-bool stride_needs_video_meta(const BayerFormat& format, uint32_t width, uint32_t bytes_per_line) {
-  return bytes_per_line != implicit_stride(format, width);
 }
 
 Fraction framerate_from_interval(uint32_t interval_num, uint32_t interval_den) {
@@ -452,8 +423,8 @@ bool Device::set_format(uint32_t fourcc, uint32_t width, uint32_t height, Format
   actual->width = width;
   actual->height = height;
   // Some drivers leave bytesperline or sizeimage at 0; fall back to the tight layout.
-  const BayerFormat* bayer = bayer_format_from_fourcc(fourcc);
-  const size_t tight = bayer ? tight_stride(*bayer, width) : 0;
+  const cipc_bayer::BayerFormat* bayer = cipc_bayer::bayer_format_from_fourcc(fourcc);
+  const size_t tight = bayer ? cipc_bayer::tight_stride(*bayer, width) : 0;
   actual->bytes_per_line = std::max<uint32_t>(f.fmt.pix.bytesperline, static_cast<uint32_t>(tight));
   actual->size_image = std::max<uint32_t>(f.fmt.pix.sizeimage, actual->bytes_per_line * height);
   return true;
@@ -729,6 +700,17 @@ bool Device::set_control(const std::string& name, int32_t value, Error* error) {
   *error = make_error(ErrorKind::kUnsupported, 0,
                       "Device '" + path_ + "' has no control '" + key + "'.", nullptr);
   return false;
+}
+
+bool Device::set_input(uint32_t index, Error* error) {
+  int input = static_cast<int>(index);
+  if (xioctl(fd_, VIDIOC_S_INPUT, &input) != 0) {
+    *error = make_error(errno == EINVAL ? ErrorKind::kUnsupported : ErrorKind::kFailed, errno,
+                        "Device '" + path_ + "' refused input " + std::to_string(index) + ".",
+                        "VIDIOC_S_INPUT");
+    return false;
+  }
+  return true;
 }
 
 }  // namespace cipc_v4l2

@@ -8,7 +8,7 @@
 
 #include "mosaic.h"
 
-namespace cipc_cuda {
+namespace cipc_bayer {
 
 namespace {
 
@@ -78,4 +78,4 @@ void mosaic_cpu(const uint8_t* in, size_t in_pitch, int in_format, uint8_t* out,
   }
 }
 
-}  // namespace cipc_cuda
+}  // namespace cipc_bayer

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-// Kernels behind plain host launchers, each with a CPU reference of exactly the same math
-// (the oracle of the GPU tests). Pitches are in bytes.
+// Test-pattern kernels - a deterministic frame fill and an exact image checksum - behind plain
+// host launchers, each with a CPU reference of exactly the same math. Tests, the copy audit and
+// the benchmarks write and verify frames with them; no element uses them. Pitches are in bytes.
 #pragma once
 
 #include <cstddef>
@@ -20,7 +21,8 @@ Status launch_image_checksum(DevicePtr image, size_t pitch, size_t row_bytes, si
 uint64_t image_checksum_cpu(const uint8_t* image, size_t pitch, size_t row_bytes, size_t rows);
 
 // Fills a pitched image with a deterministic pattern, as a GPU writer would produce frames:
-//   byte(r, c) = (uint8_t)(((uint32_t)c * 2654435761u ^ (uint32_t)r * 40503u ^ seed * 2246822519u) >> 13)
+//   byte(r, c) = (uint8_t)(((uint32_t)c * 2654435761u ^ (uint32_t)r * 40503u ^ seed * 2246822519u)
+//   >> 13)
 // (uint32 arithmetic). Padding bytes are left untouched.
 Status launch_fill_pattern(DevicePtr image, size_t pitch, size_t row_bytes, size_t rows,
                            uint32_t seed, StreamHandle stream);

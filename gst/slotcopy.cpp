@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+#include "slotcopy.h"
+
+#include <gst/video/video.h>
+
+#ifdef CIPC_HAVE_CUDA
+#include "cuda_slots.h"
+#include "cudaframes.h"
+#endif
+
+namespace cipc_gst {
+
+struct SlotCopier::Cuda {
+#ifdef CIPC_HAVE_CUDA
+  cipc_cuda::Stream stream;
+#endif
+};
+
+SlotCopier::~SlotCopier() = default;
+
+std::unique_ptr<SlotCopier> SlotCopier::create(int cuda_device, std::string* error) {
+  std::unique_ptr<SlotCopier> copier(new SlotCopier());
+  if (cuda_device < 0) return copier;
+#ifdef CIPC_HAVE_CUDA
+  copier->cuda_ = std::make_unique<Cuda>();
+  const cipc_cuda::Status s = cipc_cuda::Stream::create(cuda_device, &copier->cuda_->stream);
+  if (!s) {
+    *error = "could not create a CUDA stream: " + s.message();
+    return nullptr;
+  }
+  return copier;
+#else
+  *error = "this build has no CUDA support";
+  return nullptr;
+#endif
+}
+
+bool SlotCopier::cpu_copy(const GstVideoInfo& info, GstBuffer* buffer, GstBuffer* slot,
+                          std::string* error) {
+  GstVideoFrame in, out;
+  if (!gst_video_frame_map(&in, &info, buffer, GST_MAP_READ)) {
+    *error = "could not read the incoming frame";
+    return false;
+  }
+  if (!gst_video_frame_map(&out, &info, slot, GST_MAP_WRITE)) {
+    gst_video_frame_unmap(&in);
+    *error = "could not map a shareable slot";
+    return false;
+  }
+  const gboolean copied = gst_video_frame_copy(&out, &in);
+  gst_video_frame_unmap(&out);
+  gst_video_frame_unmap(&in);
+  if (!copied) *error = "gst_video_frame_copy() failed";
+  return copied;
+}
+
+#ifdef CIPC_HAVE_CUDA
+// A GstVideoInfo with the plane layout of `buffer`'s video meta (if it has one).
+static GstVideoInfo layout_of(const GstVideoInfo& info, GstBuffer* buffer) {
+  GstVideoInfo layout = info;
+  if (const GstVideoMeta* meta = gst_buffer_get_video_meta(buffer)) {
+    for (guint i = 0; i < meta->n_planes; ++i) {
+      layout.offset[i] = meta->offset[i];
+      layout.stride[i] = meta->stride[i];
+    }
+  }
+  return layout;
+}
+
+bool SlotCopier::cuda_copy(const GstVideoInfo& info, GstBuffer* buffer, GstBuffer* slot,
+                           std::string* error) {
+  cipc_slots::CudaSlotMemory* dst = cuda_slot_of(gst_buffer_peek_memory(slot, 0));
+  if (dst == nullptr) {
+    *error = "the slot is not CUDA memory";
+    return false;
+  }
+  GstMemory* in_mem =
+      gst_buffer_n_memory(buffer) == 1 ? gst_buffer_peek_memory(buffer, 0) : nullptr;
+  const GstCudaIpcMemoryInfo* in_cuda = gst_cuda_ipc_memory_get_info(in_mem);
+  const cipc_cuda::StreamHandle stream = cuda_->stream.handle();
+  cipc_cuda::Status status = dst->begin_write(stream);
+  GstVideoFrame in;
+  bool mapped = false;
+  PlanePointers src;
+  if (status && in_cuda) {
+    // Another element's CUDA memory: one device-to-device copy, after its writer.
+    if (!in_cuda->wait_ready(in_mem, stream))
+      status = cipc_cuda::Status::failure("waiting for the input frame on the GPU failed");
+    src = planes_at(in_cuda->device_ptr + in_mem->offset, layout_of(info, buffer));
+  } else if (status) {
+    mapped = gst_video_frame_map(&in, &info, buffer, GST_MAP_READ);
+    if (mapped)
+      src = planes_of(in);
+    else
+      status = cipc_cuda::Status::failure("could not map the incoming frame");
+  }
+  if (status)
+    status = copy_planes_async(info, planes_at(dst->ptr(), layout_of(info, slot)), src, stream);
+  if (status) status = dst->end_write(stream);
+  if (status) status = cuda_->stream.synchronize();
+  if (mapped) gst_video_frame_unmap(&in);
+  if (!status) *error = status.message();
+  return static_cast<bool>(status);
+}
+#else
+bool SlotCopier::cuda_copy(const GstVideoInfo&, GstBuffer*, GstBuffer*, std::string* error) {
+  *error = "this build has no CUDA support";
+  return false;
+}
+#endif
+
+GstBuffer* SlotCopier::copy(const SlotPoolGenerations& pools, GstBuffer* buffer,
+                            std::string* error) {
+  GstBufferPool* pool = pools.pool();
+  if (!gst_buffer_pool_is_active(pool) && !gst_buffer_pool_set_active(pool, TRUE)) {
+    *error = "could not allocate shareable memory";
+    return nullptr;
+  }
+  GstBuffer* slot = nullptr;
+  if (gst_buffer_pool_acquire_buffer(pool, &slot, nullptr) != GST_FLOW_OK) {
+    *error = "no free shareable slot";
+    return nullptr;
+  }
+  const bool copied = cuda_ ? cuda_copy(pools.info(), buffer, slot, error)
+                            : cpu_copy(pools.info(), buffer, slot, error);
+  if (!copied) {
+    gst_buffer_unref(slot);
+    return nullptr;
+  }
+  gst_buffer_copy_into(
+      slot, buffer,
+      static_cast<GstBufferCopyFlags>(GST_BUFFER_COPY_FLAGS | GST_BUFFER_COPY_TIMESTAMPS), 0, -1);
+  return slot;
+}
+
+}  // namespace cipc_gst

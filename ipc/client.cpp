@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+#include "client.h"
+
+#include <poll.h>
+
+#include <algorithm>
+#include <utility>
+
+namespace cipc {
+
+ConsumerClient::ConsumerClient(ClientConfig config, BackendFactory backend_factory, Waker* waker)
+    : config_(std::move(config)), backend_factory_(std::move(backend_factory)), waker_(waker) {}
+
+uint64_t ConsumerClient::slots_imported() const {
+  return slots_before_ + (consumer_ ? consumer_->stats().slots_imported : 0);
+}
+
+void ConsumerClient::disconnect() {
+  if (!consumer_) return;
+  slots_before_ += consumer_->stats().slots_imported;
+  consumer_.reset();
+}
+
+bool ConsumerClient::pause() {
+  const int ms = static_cast<int>(std::max<uint32_t>(config_.reconnect_interval_ms, 1));
+  if (!waker_) {
+    ::poll(nullptr, 0, ms);
+    return true;
+  }
+  pollfd p{waker_->fd(), POLLIN, 0};
+  return ::poll(&p, 1, ms) == 0;
+}
+
+ClientEvent ConsumerClient::attach() {
+  ClientEvent out;
+  const bool forever = config_.reconnect || config_.connect_timeout_ms == 0;
+  const uint64_t deadline = monotonic_ns() + uint64_t(config_.connect_timeout_ms) * 1000000;
+  for (;;) {
+    auto consumer = Consumer::connect(config_.consumer, backend_factory_, waker_);
+    if (consumer) {
+      consumer_ = std::move(consumer.value());
+      ++connects_;
+      out.kind = ClientEvent::Kind::kAttached;
+      out.new_instance = consumer_->instance_id() != instance_id_;
+      instance_id_ = consumer_->instance_id();
+      return out;
+    }
+    const Error& e = consumer.error();
+    if (e.code == ErrorCode::kInterrupted) return out;  // kInterrupted
+    const bool transient = e.code == ErrorCode::kConnectFailed || e.code == ErrorCode::kClosed ||
+                           e.code == ErrorCode::kTimeout;
+    if (!transient || (!forever && monotonic_ns() >= deadline)) {
+      out.kind = ClientEvent::Kind::kFailed;
+      out.failure = transient ? ClientEvent::Failure::kNoProducer : ClientEvent::Failure::kRefused;
+      out.error = e;
+      out.after_loss = connects_ > 0;
+      return out;
+    }
+    if (!pause()) return out;  // kInterrupted
+  }
+}
+
+ClientEvent ConsumerClient::lose(const ConsumerEvent& event) {
+  ClientEvent out;
+  out.error = event.error;
+  const bool protocol = event.kind == ConsumerEvent::Kind::kError;
+  disconnect();
+  if (protocol && event.error.code != ErrorCode::kProtocol) {
+    // Version, memory kind or GPU mismatch: waiting would not change it.
+    out.kind = ClientEvent::Kind::kFailed;
+    out.failure = ClientEvent::Failure::kIncompatible;
+  } else if (config_.reconnect) {
+    out.kind = ClientEvent::Kind::kLost;
+  } else if (protocol) {
+    out.kind = ClientEvent::Kind::kFailed;
+    out.failure = ClientEvent::Failure::kMisbehaved;
+  } else {
+    out.kind = ClientEvent::Kind::kEnded;
+  }
+  return out;
+}
+
+ClientEvent ConsumerClient::next() {
+  if (!consumer_) return attach();
+  ConsumerEvent ev = consumer_->next(-1);
+  ClientEvent out;
+  switch (ev.kind) {
+    case ConsumerEvent::Kind::kCaps:
+      out.kind = ClientEvent::Kind::kCaps;
+      out.caps = std::move(ev.caps);
+      return out;
+    case ConsumerEvent::Kind::kFrame:
+      out.kind = ClientEvent::Kind::kFrame;
+      out.frame = std::move(ev.frame);
+      return out;
+    case ConsumerEvent::Kind::kEos: out.kind = ClientEvent::Kind::kEos; return out;
+    case ConsumerEvent::Kind::kInterrupted:
+    case ConsumerEvent::Kind::kTimeout: return out;  // kInterrupted
+    case ConsumerEvent::Kind::kClosed:
+    case ConsumerEvent::Kind::kError: break;
+  }
+  return lose(ev);
+}
+
+}  // namespace cipc

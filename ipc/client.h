@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// A consumer that stays attached: connects (waiting up to connect-timeout for a producer to
+// appear), and with `reconnect` attaches again whenever the producer goes away, flushing the
+// import cache when a new producer instance answers. Turns every way a stream can end into one
+// event that says why, so that cudasrc-ipc (or any application) only maps it to its own errors.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "consumer.h"
+#include "status.h"
+#include "waker.h"
+
+namespace cipc {
+
+struct ClientConfig {
+  ConsumerConfig consumer;
+  bool reconnect = false;                // wait for a producer again when it goes away
+  uint32_t reconnect_interval_ms = 100;  // between attempts to reach the producer
+  uint32_t connect_timeout_ms = 5000;    // to find a producer at first; 0 (or reconnect) = forever
+};
+
+struct ClientEvent {
+  enum class Kind {
+    kAttached,     // attached to a producer (again); `new_instance` when not the one before
+    kCaps,         // caps
+    kFrame,        // frame
+    kEos,          // the producer sent EOS
+    kLost,         // reconnect: the producer went away or misbehaved (error says how); waiting
+    kEnded,        // no reconnect: the producer went away (error says how)
+    kFailed,       // cannot continue; `failure` and error say why
+    kInterrupted,  // the waker was set
+  };
+  enum class Failure {
+    kNoProducer,    // nobody served the path within connect-timeout
+    kRefused,       // the handshake failed for a reason waiting will not change
+    kIncompatible,  // version, memory kind or GPU mismatch announced mid-stream
+    kMisbehaved,    // the producer broke the protocol (no reconnect)
+  };
+  Kind kind = Kind::kInterrupted;
+  ReceivedFrame frame;  // kFrame
+  Caps caps;            // kCaps
+  Error error{ErrorCode::kClosed, {}};
+  Failure failure = Failure::kNoProducer;  // kFailed
+  bool new_instance = false;               // kAttached
+  bool after_loss = false;  // kFailed with kNoProducer: the producer had been there before
+};
+
+class ConsumerClient {
+ public:
+  // `waker` (optional, not owned) interrupts every wait.
+  ConsumerClient(ClientConfig config, BackendFactory backend_factory, Waker* waker);
+  ConsumerClient(const ConsumerClient&) = delete;
+  ConsumerClient& operator=(const ConsumerClient&) = delete;
+
+  // Attaches when not attached, then waits for what comes next.
+  ClientEvent next();
+  // Says BYE (frames still held stay valid until released).
+  void disconnect();
+
+  bool attached() const { return consumer_ != nullptr; }
+  const Consumer* consumer() const { return consumer_.get(); }
+  uint64_t connects() const { return connects_; }
+  // Slot imports over every connection so far.
+  uint64_t slots_imported() const;
+
+ private:
+  ClientEvent attach();
+  ClientEvent lose(const ConsumerEvent& event);
+  // Sleeps the reconnect interval unless the waker is set first; false when it was.
+  bool pause();
+
+  ClientConfig config_;
+  BackendFactory backend_factory_;
+  Waker* waker_;
+  std::unique_ptr<Consumer> consumer_;
+  uint64_t connects_ = 0;
+  uint64_t instance_id_ = 0;
+  uint64_t slots_before_ = 0;  // slot imports of earlier connections
+};
+
+}  // namespace cipc

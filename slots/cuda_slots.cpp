@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+#include "cuda_slots.h"
+
+#include <string>
+
+#include "release_worker.h"
+
+namespace cipc_slots {
+namespace {
+
+cipc::Error cuda_error(const std::string& what, const cipc_cuda::Status& s) {
+  return cipc::Error{cipc::ErrorCode::kSystem, what + ": " + s.message()};
+}
+
+}  // namespace
+
+CudaSlotMemory::~CudaSlotMemory() = default;
+
+cipc::Result<std::unique_ptr<CudaSlotMemory>> CudaSlotMemory::allocate(int device, size_t size,
+                                                                       SyncMode sync) {
+  std::unique_ptr<CudaSlotMemory> m(new CudaSlotMemory());
+  m->sync_ = sync;
+  cipc_cuda::Status s = cipc_cuda::DeviceAllocation::create(device, size, &m->allocation_);
+  if (!s) return cuda_error("allocating a " + std::to_string(size) + "-byte CUDA slot", s);
+  int fd = -1;
+  s = m->allocation_.export_fd(&fd);
+  if (!s) return cuda_error("exporting a CUDA slot", s);
+  m->export_fd_.reset(fd);
+  if (sync != SyncMode::kCpu) {
+    s = cipc_cuda::Event::create_interprocess(device, &m->readiness_);
+    if (s) s = m->readiness_.ipc_handle(&m->readiness_handle_);
+    if (!s) return cuda_error("creating a slot's readiness event", s);
+  }
+  return m;
+}
+
+cipc::Result<std::unique_ptr<CudaSlotMemory>> CudaSlotMemory::import(
+    int device, cipc::UniqueFd fd, size_t size, const cipc::EventHandle* readiness, SyncMode sync) {
+  std::unique_ptr<CudaSlotMemory> m(new CudaSlotMemory());
+  m->sync_ = sync;
+  cipc_cuda::Status s =
+      cipc_cuda::DeviceAllocation::import(device, fd.get(), size, &m->allocation_);
+  if (!s) return cipc::Error{cipc::ErrorCode::kProtocol, "importing a CUDA slot: " + s.message()};
+  if (sync != SyncMode::kCpu) {
+    if (readiness) {
+      s = cipc_cuda::Event::open(device, *readiness, &m->readiness_);
+      if (!s) return cuda_error("opening the producer's readiness event", s);
+    }
+    s = cipc_cuda::Event::create_interprocess(device, &m->release_);
+    if (!s) return cuda_error("creating a release event", s);
+  }
+  return m;
+}
+
+bool CudaSlotMemory::event_handle(cipc::EventHandle* out) const {
+  if (!readiness_.valid() || release_.valid()) return false;  // only the producer exports it
+  *out = readiness_handle_;
+  return true;
+}
+
+cipc_cuda::Status CudaSlotMemory::begin_write(cipc_cuda::StreamHandle) {
+  // Nothing to wait for: a slot returns to the pool only after every reader's RELEASE, which
+  // readers send once their reads have completed.
+  return cipc_cuda::Status::ok();
+}
+
+cipc_cuda::Status CudaSlotMemory::end_write(cipc_cuda::StreamHandle stream) {
+  if (sync_ == SyncMode::kCpu) return cipc_cuda::synchronize_stream(stream);
+  return readiness_.record(stream);
+}
+
+cipc_cuda::Status CudaSlotMemory::wait_ready(cipc_cuda::StreamHandle stream) {
+  // CPU mode: the producer synchronised before sending the frame.
+  if (sync_ == SyncMode::kCpu || !readiness_.valid()) return cipc_cuda::Status::ok();
+  return readiness_.wait(stream);
+}
+
+cipc_cuda::Status CudaSlotMemory::record_release(cipc_cuda::StreamHandle stream) {
+  if (sync_ == SyncMode::kCpu || !release_.valid()) return cipc_cuda::synchronize_stream(stream);
+  return release_.record(stream);
+}
+
+cipc_cuda::Status CudaSlotMemory::wait_released() {
+  return release_.valid() ? release_.synchronize() : cipc_cuda::Status::ok();
+}
+
+void CudaSlotMemory::drop_after_reads(std::shared_ptr<void> keepalive) {
+  // `this` lives while `keepalive` does: it owns the frame, which owns the imported slot.
+  drop_after([this] { return wait_released(); }, std::move(keepalive));
+}
+
+cipc::Result<std::unique_ptr<cipc::SlotMemory>> CudaMemoryBackend::allocate(size_t size) {
+  auto m = CudaSlotMemory::allocate(device_, size, sync_);
+  if (!m) return m.error();
+  return std::unique_ptr<cipc::SlotMemory>(std::move(m.value()));
+}
+
+cipc::Result<std::unique_ptr<cipc::SlotMemory>> CudaMemoryBackend::import(
+    cipc::UniqueFd fd, size_t size, const cipc::EventHandle* event) {
+  auto m = CudaSlotMemory::import(device_, std::move(fd), size, event, sync_);
+  if (!m) return m.error();
+  return std::unique_ptr<cipc::SlotMemory>(std::move(m.value()));
+}
+
+CudaSlotMemory* cuda_slot_of(cipc::SlotMemory* memory) {
+  return memory && memory->kind() == cipc::MemoryKind::kCuda ? static_cast<CudaSlotMemory*>(memory)
+                                                             : nullptr;
+}
+
+}  // namespace cipc_slots

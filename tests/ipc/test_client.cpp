@@ -1,0 +1,220 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// ConsumerClient (ipc/client.h): finding a producer within connect-timeout, reattaching with
+// reconnect, and the one event that says why a stream ended - with real producers and with a
+// producer impersonator that breaks the protocol, over real sockets and host memory.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "client.h"
+#include "host_memory.h"
+#include "producer.h"
+#include "test_util.h"
+
+namespace cipc {
+namespace {
+
+using cipc_test::TempDir;
+using Kind = ClientEvent::Kind;
+using Failure = ClientEvent::Failure;
+
+constexpr const char* kCapsString = "video/x-raw, format=GRAY8, width=64, height=64";
+constexpr size_t kSlotBytes = 4096;
+
+class NoHold final : public FrameHold {
+ public:
+  void retire() override {}
+};
+
+class Client : public ::testing::Test {
+ protected:
+  ClientConfig config(bool reconnect, uint32_t connect_timeout_ms = 2000) const {
+    ClientConfig c;
+    c.consumer.socket_path = path_;
+    c.reconnect = reconnect;
+    c.reconnect_interval_ms = 10;
+    c.connect_timeout_ms = connect_timeout_ms;
+    return c;
+  }
+  std::unique_ptr<ConsumerClient> client(const ClientConfig& c, Waker* waker = nullptr) {
+    return std::make_unique<ConsumerClient>(
+        c,
+        [this](const Welcome&) -> Result<std::shared_ptr<MemoryBackend>> {
+          return std::shared_ptr<MemoryBackend>(std::make_shared<cipc_slots::HostMemoryBackend>());
+        },
+        waker);
+  }
+  std::unique_ptr<Producer> start_producer() {
+    ProducerConfig c;
+    c.socket_path = path_;
+    auto p = Producer::start(c, nullptr);
+    EXPECT_TRUE(p.is_ok()) << p.error().message;
+    return p.is_ok() ? std::move(p.value()) : nullptr;
+  }
+  // Announces caps and publishes one frame in a new slot of `producer`.
+  void publish_one(Producer& producer) {
+    auto slot = backend_.allocate(kSlotBytes);
+    ASSERT_TRUE(slot.is_ok());
+    slots_.push_back(std::move(slot.value()));
+    producer.set_caps(1, kCapsString, kSlotBytes);
+    Frame f;
+    f.size = kSlotBytes;
+    producer.publish(SlotRef{1, static_cast<uint32_t>(slots_.size() - 1), slots_.back().get()}, f,
+                     std::make_shared<NoHold>());
+  }
+
+  TempDir dir_;
+  const std::string path_ = dir_.file("producer.sock");
+  cipc_slots::HostMemoryBackend backend_;
+  std::vector<std::unique_ptr<SlotMemory>> slots_;
+};
+
+TEST_F(Client, NoProducerWithinConnectTimeoutIsAFailureNamingIt) {
+  auto c = client(config(false, 50));
+  const ClientEvent ev = c->next();
+  ASSERT_EQ(ev.kind, Kind::kFailed);
+  EXPECT_EQ(ev.failure, Failure::kNoProducer);
+  EXPECT_EQ(ev.error.code, ErrorCode::kConnectFailed) << ev.error.message;
+  EXPECT_FALSE(ev.after_loss);
+  EXPECT_EQ(c->connects(), 0u);
+}
+
+TEST_F(Client, AttachesToAProducerThatAppearsWithinConnectTimeout) {
+  std::unique_ptr<Producer> producer;
+  std::thread later([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    producer = start_producer();
+  });
+  auto c = client(config(false, 5000));
+  const ClientEvent ev = c->next();
+  later.join();
+  ASSERT_EQ(ev.kind, Kind::kAttached) << ev.error.message;
+  EXPECT_TRUE(ev.new_instance);
+  ASSERT_TRUE(c->consumer());
+  EXPECT_EQ(c->consumer()->instance_id(), producer->instance_id());
+  EXPECT_EQ(c->connects(), 1u);
+}
+
+TEST_F(Client, ProducerGoneWithoutReconnectEndsTheStream) {
+  auto producer = start_producer();
+  auto c = client(config(false));
+  ASSERT_EQ(c->next().kind, Kind::kAttached);
+  producer.reset();  // says BYE
+  const ClientEvent ev = c->next();
+  EXPECT_EQ(ev.kind, Kind::kEnded) << ev.error.message;
+  EXPECT_FALSE(c->attached());
+}
+
+TEST_F(Client, ReconnectReattachesToARestartedProducerAndCountsImportsOfBoth) {
+  auto producer = start_producer();
+  auto c = client(config(true));
+  ASSERT_EQ(c->next().kind, Kind::kAttached);
+  publish_one(*producer);
+  ASSERT_EQ(c->next().kind, Kind::kCaps);
+  ClientEvent frame = c->next();
+  ASSERT_EQ(frame.kind, Kind::kFrame);
+  frame = ClientEvent();  // releases the frame
+  EXPECT_EQ(c->slots_imported(), 1u);
+  const uint64_t first = c->consumer()->instance_id();
+
+  producer.reset();
+  ClientEvent ev = c->next();
+  EXPECT_EQ(ev.kind, Kind::kLost) << ev.error.message;
+  producer = start_producer();
+  ev = c->next();
+  ASSERT_EQ(ev.kind, Kind::kAttached) << ev.error.message;
+  EXPECT_TRUE(ev.new_instance);
+  EXPECT_NE(c->consumer()->instance_id(), first);
+  EXPECT_EQ(c->connects(), 2u);
+
+  slots_.clear();
+  publish_one(*producer);
+  ASSERT_EQ(c->next().kind, Kind::kCaps);
+  ASSERT_EQ(c->next().kind, Kind::kFrame);
+  EXPECT_EQ(c->slots_imported(), 2u) << "imports of the first connection are kept in the count";
+}
+
+TEST_F(Client, ReconnectWaitsPastConnectTimeout) {
+  auto c = client(config(true, 20));
+  std::unique_ptr<Producer> producer;
+  std::thread later([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    producer = start_producer();
+  });
+  const ClientEvent ev = c->next();
+  later.join();
+  EXPECT_EQ(ev.kind, Kind::kAttached) << "reconnect=true waits for a producer forever";
+}
+
+TEST_F(Client, WakerInterruptsTheWaitForAProducer) {
+  Waker waker;
+  ASSERT_TRUE(waker.valid());
+  auto c = client(config(true), &waker);
+  std::thread wake([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    waker.wake();
+  });
+  const ClientEvent ev = c->next();
+  wake.join();
+  EXPECT_EQ(ev.kind, Kind::kInterrupted);
+}
+
+TEST_F(Client, MemoryKindMismatchIsARefusalNotARetry) {
+  auto producer = start_producer();  // host memory
+  ClientConfig cfg = config(true);
+  cfg.consumer.memory_kind = MemoryKind::kCuda;
+  auto c = client(cfg);
+  const ClientEvent ev = c->next();
+  ASSERT_EQ(ev.kind, Kind::kFailed);
+  EXPECT_EQ(ev.failure, Failure::kRefused);
+  EXPECT_NE(ev.error.message.find("memory"), std::string::npos) << ev.error.message;
+}
+
+// A producer that completes the handshake, then sends something that is not a message.
+void misbehaving_producer(const std::string& path, std::atomic<bool>& done) {
+  auto listener = Listener::bind(path, 0600);
+  ASSERT_TRUE(listener.is_ok()) << listener.error().message;
+  Channel channel;
+  ASSERT_TRUE(cipc_test::eventually([&] { return listener->accept(channel) == IoResult::kOk; }));
+  Message hello;
+  ASSERT_TRUE(cipc_test::receive_message(channel, &hello));
+  Welcome w;
+  w.instance_id = 0x77;
+  w.memory_kind = MemoryKind::kHost;
+  ASSERT_EQ(channel.send(Message{w}), IoResult::kOk);
+  ASSERT_EQ(channel.send(std::vector<uint8_t>{1, 2, 3, 4, 5}), IoResult::kOk);
+  cipc_test::eventually([&] { return done.load(); });
+}
+
+TEST_F(Client, ProducerBreakingTheProtocolFailsTheStreamWithoutReconnect) {
+  std::atomic<bool> done{false};
+  std::thread fake([&] { misbehaving_producer(path_, done); });
+  auto c = client(config(false, 5000));
+  ClientEvent ev = c->next();
+  ASSERT_EQ(ev.kind, Kind::kAttached) << ev.error.message;
+  ev = c->next();
+  done = true;
+  fake.join();
+  ASSERT_EQ(ev.kind, Kind::kFailed);
+  EXPECT_EQ(ev.failure, Failure::kMisbehaved);
+  EXPECT_EQ(ev.error.code, ErrorCode::kProtocol);
+}
+
+TEST_F(Client, ProducerBreakingTheProtocolIsALossWithReconnect) {
+  std::atomic<bool> done{false};
+  std::thread fake([&] { misbehaving_producer(path_, done); });
+  auto c = client(config(true));
+  ASSERT_EQ(c->next().kind, Kind::kAttached);
+  const ClientEvent ev = c->next();
+  done = true;
+  fake.join();
+  EXPECT_EQ(ev.kind, Kind::kLost) << ev.error.message;
+  EXPECT_EQ(ev.error.code, ErrorCode::kProtocol);
+}
+
+}  // namespace
+}  // namespace cipc

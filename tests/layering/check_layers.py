@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Checks the layering of docs/architecture.md on the product's sources:
+
+- each folder includes headers only of the folders it may depend on (one-way dependencies);
+- no file under ipc/, slots/, cuda/, v4l2/ or bayer/ includes a GStreamer or GLib header;
+- only cuda/ includes CUDA's headers or calls the CUDA runtime or driver API (cudaXxx(, cuXxx();
+- only v4l2/ issues V4L2 ioctls (ioctl(, v4l2_ioctl(, VIDIOC_*).
+
+Usage: check_layers.py SOURCE_ROOT      checks the tree, lists every violation, exits 1 on any
+       check_layers.py --self-test      plants one violation of each kind in a scratch tree and
+                                        fails unless each is reported (the check can fail)
+"""
+import os
+import re
+import sys
+import tempfile
+
+# folder -> the folders whose headers it may include (besides its own)
+ALLOWED = {
+    "bayer": set(),
+    "ipc": set(),
+    "cuda": {"bayer"},
+    "v4l2": {"bayer"},
+    "slots": {"ipc", "cuda"},
+    "gst": {"ipc", "slots", "cuda", "bayer", "v4l2"},
+    "examples": {"gst"},
+}
+NO_GSTREAMER = {"ipc", "slots", "cuda", "v4l2", "bayer"}
+CUDA_API_ONLY_IN = {"cuda"}
+V4L2_IOCTL_ONLY_IN = {"v4l2"}
+SOURCE_SUFFIXES = (".h", ".hpp", ".cpp", ".cc", ".cu", ".cuh")
+
+GST_INCLUDE = re.compile(r'#\s*include\s*[<"](gst/|glib|gio/|gobject/|glib-object\.h)')
+CUDA_INCLUDE = re.compile(r'#\s*include\s*[<"](cuda\.h|cuda_runtime[\w.]*|cudaTypedefs\.h|'
+                          r'driver_types\.h|cupti[\w.]*)[>"]')
+CUDA_CALL = re.compile(r"\b(cuda[A-Z]\w*|cu[A-Z][A-Za-z]\w*)\s*\(")
+V4L2_IOCTL = re.compile(r"\b(ioctl|v4l2_ioctl)\s*\(|\bVIDIOC_\w+")
+LOCAL_INCLUDE = re.compile(r'#\s*include\s*"([^"]+)"')
+
+
+def strip_comments_and_strings(text):
+    """Blanks comments and string/char literals, keeping line numbers and #include lines."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            out.append("\n" * text.count("\n", i, j))
+            i = j
+        elif c in "\"'":
+            line_start = text.rfind("\n", 0, i) + 1
+            if text[line_start:i].lstrip().startswith("#"):  # keep #include "x.h"
+                out.append(c)
+                i += 1
+                continue
+            j = i + 1
+            while j < n and text[j] != c and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            out.append(c + c)
+            i = j + 1
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def source_files(root):
+    for folder in ALLOWED:
+        base = os.path.join(root, folder)
+        for dirpath, _, names in os.walk(base):
+            for name in sorted(names):
+                if name.endswith(SOURCE_SUFFIXES):
+                    yield folder, os.path.join(dirpath, name)
+
+
+def check(root):
+    headers = {}  # basename -> folder (our headers are included by basename)
+    for folder, path in source_files(root):
+        if path.endswith((".h", ".hpp", ".cuh")):
+            headers.setdefault(os.path.basename(path), folder)
+            rel = os.path.relpath(path, os.path.join(root, folder))
+            headers.setdefault(rel, folder)
+    problems = []
+    for folder, path in source_files(root):
+        rel = os.path.relpath(path, root)
+        with open(path, encoding="utf-8", errors="replace") as f:
+            raw = f.read()
+        code = strip_comments_and_strings(raw)
+        for lineno, line in enumerate(code.splitlines(), 1):
+            where = f"{rel}:{lineno}"
+            if folder in NO_GSTREAMER and GST_INCLUDE.search(line):
+                problems.append(f"{where}: {folder}/ must not include GStreamer or GLib: {line.strip()}")
+            if folder not in CUDA_API_ONLY_IN:
+                if CUDA_INCLUDE.search(line):
+                    problems.append(f"{where}: only cuda/ includes CUDA headers: {line.strip()}")
+                m = CUDA_CALL.search(line)
+                if m and not line.lstrip().startswith("#"):
+                    problems.append(f"{where}: only cuda/ calls the CUDA API ({m.group(1)})")
+            if folder not in V4L2_IOCTL_ONLY_IN:
+                m = V4L2_IOCTL.search(line)
+                if m:
+                    problems.append(f"{where}: only v4l2/ issues V4L2 ioctls ({m.group(0).strip('( ')})")
+            m = LOCAL_INCLUDE.search(line)
+            if m:
+                target = headers.get(m.group(1)) or headers.get(os.path.basename(m.group(1)))
+                if target and target != folder and target not in ALLOWED[folder]:
+                    problems.append(f"{where}: {folder}/ may not depend on {target}/ "
+                                    f"(includes {m.group(1)})")
+    return problems
+
+
+def self_test():
+    planted = {
+        "bayer/cfa.h": "#pragma once\nenum class Cfa { kRGGB };\n",
+        "ipc/a.cpp": '#include <gst/gst.h>\n#include "cfa.h"\n',  # GStreamer; ipc -> bayer
+        "slots/b.cpp": "// cudaMalloc( in a comment is fine\nvoid f() { cudaMalloc(0, 0); }\n",
+        "gst/c.cpp": '#include <cuda_runtime.h>\nint g(int fd) { return ioctl(fd, 0); }\n',
+        "cuda/d.cpp": '#include <cuda.h>\nvoid h() { cuMemCreate(0, 0, 0, 0); const char* s = "ioctl(";\n'
+                      "(void)s; }\n",
+        "v4l2/e.cpp": "int k(int fd) { return ioctl(fd, VIDIOC_QUERYCAP, 0); }\n",
+    }
+    expected = [
+        ("ipc/a.cpp:1", "must not include GStreamer"),
+        ("ipc/a.cpp:2", "may not depend on bayer/"),
+        ("slots/b.cpp:2", "only cuda/ calls the CUDA API (cudaMalloc)"),
+        ("gst/c.cpp:1", "only cuda/ includes CUDA headers"),
+        ("gst/c.cpp:2", "only v4l2/ issues V4L2 ioctls"),
+    ]
+    with tempfile.TemporaryDirectory() as root:
+        for rel, text in planted.items():
+            os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
+            with open(os.path.join(root, rel), "w") as f:
+                f.write(text)
+        problems = check(root)
+    ok = True
+    for where, what in expected:
+        if not any(p.startswith(where) and what in p for p in problems):
+            print(f"self-test: not reported: {where}: {what}")
+            ok = False
+    for p in problems:
+        if p.startswith(("cuda/", "v4l2/", "slots/b.cpp:1")):
+            print(f"self-test: false alarm: {p}")
+            ok = False
+    if len(problems) != len(expected):
+        print(f"self-test: {len(problems)} problems reported, {len(expected)} planted:")
+        for p in problems:
+            print("  " + p)
+        ok = False
+    print("self-test: " + ("every planted violation reported, nothing else" if ok else "FAILED"))
+    return 0 if ok else 1
+
+
+def main():
+    if len(sys.argv) == 2 and sys.argv[1] == "--self-test":
+        return self_test()
+    if len(sys.argv) != 2:
+        print(__doc__)
+        return 2
+    root = sys.argv[1]
+    problems = check(root)
+    files = sum(1 for _ in source_files(root))
+    for p in problems:
+        print(p)
+    print(f"check_layers: {files} files, {len(problems)} violation(s)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
