@@ -44,7 +44,14 @@ cipc::Result<std::unique_ptr<CudaSlotMemory>> CudaSlotMemory::import(
   if (sync != SyncMode::kCpu) {
     if (readiness) {
       s = cipc_cuda::Event::open(device, *readiness, &m->readiness_);
-      if (!s) return cuda_error("opening the producer's readiness event", s);
+      // The usual causes in containers: CUDA keeps interprocess events in /dev/shm, and names
+      // them by the creator's pid, which a consumer in another PID namespace may share.
+      if (!s)
+        return cuda_error(
+            "opening the producer's readiness event (with sync-mode=gpu-events the producer and "
+            "the consumer must share /dev/shm and must not have the same process id in "
+            "different PID namespaces; or set sync-mode=cpu on the sink)",
+            s);
     }
     s = cipc_cuda::Event::create_interprocess(device, &m->release_);
     if (!s) return cuda_error("creating a release event", s);

@@ -43,7 +43,7 @@ class Client : public ::testing::Test {
   std::unique_ptr<ConsumerClient> client(const ClientConfig& c, Waker* waker = nullptr) {
     return std::make_unique<ConsumerClient>(
         c,
-        [this](const Welcome&) -> Result<std::shared_ptr<MemoryBackend>> {
+        [](const Welcome&) -> Result<std::shared_ptr<MemoryBackend>> {
           return std::shared_ptr<MemoryBackend>(std::make_shared<cipc_slots::HostMemoryBackend>());
         },
         waker);
