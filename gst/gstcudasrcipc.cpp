@@ -70,6 +70,8 @@ enum {
 #define DEFAULT_CONNECT_TIMEOUT 5000
 #define DEFAULT_MAX_IN_FLIGHT 4
 #define DEFAULT_PROCESSING_DEADLINE (20 * GST_MSECOND)
+// A latency must be a valid clock time (GST_CLOCK_TIME_NONE is not): an hour is beyond any use.
+constexpr guint64 kMaxProcessingDeadline = 3600 * GST_SECOND;
 #define DEFAULT_STATS_INTERVAL 0
 #define DEFAULT_CUDA_DEVICE_ID -1
 #define DEFAULT_IO_MODE GST_CIPC_IO_IMPORT
@@ -770,8 +772,8 @@ static void gst_cuda_src_ipc_class_init(GstCudaSrcIpcClass* klass) {
   g_object_class_install_property(
       object_class, PROP_PROCESSING_DEADLINE,
       g_param_spec_uint64("processing-deadline", "Processing deadline",
-                          "Latency reported downstream, in nanoseconds", 0, G_MAXUINT64,
-                          DEFAULT_PROCESSING_DEADLINE, rw_ready));
+                          "Latency reported downstream, in nanoseconds (at most one hour)", 0,
+                          kMaxProcessingDeadline, DEFAULT_PROCESSING_DEADLINE, rw_ready));
   g_object_class_install_property(
       object_class, PROP_STATS_INTERVAL,
       g_param_spec_uint("stats-interval", "Statistics interval",

@@ -12,7 +12,7 @@ Error decode_failure(const DecodeError& e) {
     return Error{ErrorCode::kVersionMismatch,
                  "the producer speaks protocol version " + std::to_string(e.peer_version) +
                      ", this consumer speaks version " + std::to_string(kProtocolVersion)};
-  return Error{ErrorCode::kProtocol, "the producer sent a " + describe(e)};
+  return Error{ErrorCode::kProtocol, "the producer sent something unreadable: " + describe(e)};
 }
 
 Error from_error_message(const ErrorMessage& m) {

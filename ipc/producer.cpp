@@ -171,8 +171,8 @@ void Producer::service(Session& session, Deferred& deferred) {
                    ", this producer speaks version " + std::to_string(kProtocolVersion),
                deferred);
       } else {
-        reject(session, ErrorCode::kProtocol, who(session.pid) + " sent a " + describe(e),
-               deferred);
+        reject(session, ErrorCode::kProtocol,
+               who(session.pid) + " sent something unreadable: " + describe(e), deferred);
       }
       return;
     }

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <string>
 
 #include "host_memory.h"
@@ -22,7 +23,12 @@ using cipc::UniqueFd;
 
 namespace {
 
-constexpr unsigned kRequiredSeals = F_SEAL_SHRINK | F_SEAL_GROW;
+// Size seals: a consumer's mapping can never be cut short. The write seal (F_SEAL_FUTURE_WRITE,
+// Linux 5.1): once the producer has its own writable mapping, no one else can map the slot
+// writable or write() to it - a consumer holding the descriptor cannot corrupt the frames that
+// other consumers read.
+constexpr unsigned kSizeSeals = F_SEAL_SHRINK | F_SEAL_GROW;
+constexpr unsigned kRequiredSeals = kSizeSeals | F_SEAL_FUTURE_WRITE;
 
 class HostSlotMemory final : public SlotMemory {
  public:
@@ -50,11 +56,17 @@ Result<std::unique_ptr<SlotMemory>> HostMemoryBackend::allocate(size_t size) {
   if (!fd) return system_error("memfd_create()", errno);
   if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0)
     return system_error("ftruncate(" + std::to_string(size) + ")", errno);
-  if (::fcntl(fd.get(), F_ADD_SEALS, kRequiredSeals) != 0)
-    return system_error("F_ADD_SEALS", errno);
+  if (::fcntl(fd.get(), F_ADD_SEALS, kSizeSeals) != 0) return system_error("F_ADD_SEALS", errno);
   void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (p == MAP_FAILED) return system_error("mmap(" + std::to_string(size) + ")", errno);
-  return std::unique_ptr<SlotMemory>(new HostSlotMemory(std::move(fd), p, size));
+  std::unique_ptr<SlotMemory> slot(new HostSlotMemory(std::move(fd), p, size));
+  if (::fcntl(slot->export_fd(), F_ADD_SEALS, F_SEAL_FUTURE_WRITE) != 0) {
+    const int e = errno;
+    return Error{ErrorCode::kUnsupported,
+                 "cannot seal shared frames against writes by consumers (F_SEAL_FUTURE_WRITE: " +
+                     std::string(std::strerror(e)) + "; it needs Linux 5.1 or newer)"};
+  }
+  return slot;
 }
 
 Result<std::unique_ptr<SlotMemory>> HostMemoryBackend::import(UniqueFd fd, size_t size,
@@ -70,7 +82,11 @@ Result<std::unique_ptr<SlotMemory>> HostMemoryBackend::import(UniqueFd fd, size_
                                            " bytes, producer announced " + std::to_string(size)};
   const int seals = ::fcntl(fd.get(), F_GET_SEALS);
   if (seals < 0 || (static_cast<unsigned>(seals) & kRequiredSeals) != kRequiredSeals)
-    return Error{ErrorCode::kProtocol, "slot descriptor is not sealed against resizing"};
+    return Error{ErrorCode::kProtocol,
+                 (seals >= 0 && (static_cast<unsigned>(seals) & kSizeSeals) == kSizeSeals)
+                     ? "slot descriptor is not sealed against writes (other consumers could "
+                       "change the frames)"
+                     : "slot descriptor is not sealed against resizing"};
   void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd.get(), 0);
   if (p == MAP_FAILED) return system_error("mmap(slot)", errno);
   // The mapping keeps the memory alive; the descriptor is not needed any more.

@@ -115,7 +115,8 @@ inline cipc::UniqueFd sealed_memfd(size_t size) {
   cipc::UniqueFd fd(::memfd_create("fuzz-slot", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   check(fd.valid(), "memfd_create failed");
   check(::ftruncate(fd.get(), static_cast<off_t>(size)) == 0, "ftruncate failed");
-  check(::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) == 0, "F_ADD_SEALS failed");
+  check(::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE) == 0,
+        "F_ADD_SEALS failed");
   return fd;
 }
 

@@ -740,4 +740,26 @@ TEST(ElementNames, DefaultInstanceNamesAreTheElementNames) {
   EXPECT_EQ(g_type_from_name("GstCudaIpcSink"), 0u) << "nvcodec's type names are not ours to take";
 }
 
+// processing-deadline is reported as the latency, which GStreamer requires to be a valid clock
+// time: 18446744073709551615 (GST_CLOCK_TIME_NONE) used to be accepted and hit a
+// gst_query_set_latency assertion. The range stops well before it.
+TEST(ElementProperties, ProcessingDeadlineCannotBeAnInvalidClockTime) {
+  gst_init(nullptr, nullptr);
+  GstElement* src = gst_element_factory_make("cudasrc-ipc", nullptr);
+  ASSERT_NE(src, nullptr);
+  GParamSpec* spec = g_object_class_find_property(G_OBJECT_GET_CLASS(src), "processing-deadline");
+  ASSERT_NE(spec, nullptr);
+  const guint64 max = G_PARAM_SPEC_UINT64(spec)->maximum;
+  EXPECT_TRUE(GST_CLOCK_TIME_IS_VALID(max));
+  EXPECT_LE(max, 3600 * GST_SECOND);
+  g_object_set(src, "processing-deadline", max, nullptr);
+  GstQuery* q = gst_query_new_latency();
+  EXPECT_TRUE(gst_element_query(src, q));
+  GstClockTime min = 0;
+  gst_query_parse_latency(q, nullptr, &min, nullptr);
+  EXPECT_EQ(min, max);
+  gst_query_unref(q);
+  gst_object_unref(src);
+}
+
 }  // namespace

@@ -13,6 +13,7 @@
 //
 // LastWords: what a peer sent just before it closed must still be read (ipc/channel.cpp, the
 // ECONNRESET case), so that a consumer's BYE gets its slots retired and a refused peer learns why.
+#include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -375,6 +376,37 @@ TEST_F(HostilePeers, FloodOfSilentConnectionsIsDroppedAfterTheHelloTimeout) {
     }
   }
   expect_dropped_with_reason("never said HELLO");
+}
+
+// A consumer that speaks the protocol and tries to write into the slots it was given (mmap
+// PROT_WRITE MAP_SHARED, pwrite) is refused by the kernel: the good consumer's frames stay
+// bit-exact (good_streams() checks every byte).
+TEST_F(HostilePeers, ConsumerCannotWriteIntoTheSharedFrames) {
+  start();
+  Channel raw = raw_client(true);
+  ASSERT_TRUE(raw.valid());
+  ASSERT_NO_FATAL_FAILURE(good_streams());  // publishes a frame: the raw client gets its slot
+  int tried = 0;
+  for (int i = 0; i < 8 && tried == 0; ++i) {
+    Packet p;
+    if (receive_within(raw, p) != IoResult::kOk) break;
+    for (UniqueFd& fd : p.fds) {
+      ++tried;
+      errno = 0;
+      void* m = ::mmap(nullptr, kSlotBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+      EXPECT_EQ(m, MAP_FAILED) << "a consumer mapped a shared frame writable";
+      EXPECT_EQ(errno, EPERM);
+      if (m != MAP_FAILED) {
+        std::memset(m, 0xde, kSlotBytes);
+        ::munmap(m, kSlotBytes);
+      }
+      errno = 0;
+      EXPECT_EQ(::pwrite(fd.get(), "\xde\xde", 2, 0), -1) << "a consumer wrote into a frame";
+      EXPECT_EQ(errno, EPERM);
+    }
+  }
+  EXPECT_GT(tried, 0) << "the raw consumer was sent no slot";
+  for (int i = 0; i < 4; ++i) ASSERT_NO_FATAL_FAILURE(good_streams());
 }
 
 TEST_F(HostilePeers, SocketPassedInScmRightsIsRefusedAndClosed) {

@@ -77,6 +77,7 @@ TEST(HostMemory, AllocateGivesAWritableMappingOfTheSizeWithADescriptor) {
   ASSERT_GE(seals, 0);
   EXPECT_TRUE(seals & F_SEAL_SHRINK);
   EXPECT_TRUE(seals & F_SEAL_GROW);
+  EXPECT_TRUE(seals & F_SEAL_FUTURE_WRITE) << "consumers must not be able to write";
   uint8_t b = 0;
   ASSERT_EQ(::pread(m->export_fd(), &b, 1, 4097), 1);
   EXPECT_EQ(b, static_cast<uint8_t>(4097 * 13));
@@ -173,12 +174,53 @@ TEST(HostMemory, ImportRefusesAnUnsealedMemfd) {
   expect_import_refused(backend, make_memfd(4096, 0, false), 4096, "a memfd without sealing");
   expect_import_refused(backend, make_memfd(4096, F_SEAL_GROW), 4096, "a memfd that may shrink");
   expect_import_refused(backend, make_memfd(4096, F_SEAL_SHRINK), 4096, "a memfd that may grow");
+  expect_import_refused(backend, make_memfd(4096, F_SEAL_SHRINK | F_SEAL_GROW), 4096,
+                        "a memfd other consumers could write into");
+}
+
+// What a consumer holding a slot's descriptor can do to the frame other consumers read: nothing.
+// (A hostile consumer that wrote 0xde into every slot used to corrupt other consumers' frames.)
+TEST(HostMemory, ConsumersCannotWriteIntoASlot) {
+  HostMemoryBackend producer_side;
+  auto slot = allocate(producer_side, 8192);
+  ASSERT_TRUE(slot);
+  auto* w = static_cast<uint8_t*>(slot->data());
+  std::memset(w, 0x11, slot->size());
+  UniqueFd fd = dup_fd(slot->export_fd());  // what a consumer receives
+
+  errno = 0;
+  void* shared = ::mmap(nullptr, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  EXPECT_EQ(shared, MAP_FAILED) << "a consumer mapped the slot writable";
+  EXPECT_EQ(errno, EPERM);
+  if (shared != MAP_FAILED) ::munmap(shared, 8192);
+  errno = 0;
+  EXPECT_EQ(::pwrite(fd.get(), "\xde", 1, 0), -1) << "a consumer wrote into the slot";
+  EXPECT_EQ(errno, EPERM);
+
+  // A read-only mapping cannot be made writable later, and a private one changes nobody else's.
+  void* ro = ::mmap(nullptr, 8192, PROT_READ, MAP_SHARED, fd.get(), 0);
+  ASSERT_NE(ro, MAP_FAILED);
+  EXPECT_NE(::mprotect(ro, 8192, PROT_READ | PROT_WRITE), 0);
+  void* priv = ::mmap(nullptr, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd.get(), 0);
+  ASSERT_NE(priv, MAP_FAILED);
+  static_cast<uint8_t*>(priv)[0] = 0xde;
+  EXPECT_EQ(w[0], 0x11);
+  EXPECT_EQ(static_cast<const uint8_t*>(ro)[0], 0x11);
+
+  // The producer's own mapping still writes, and readers see it.
+  w[1] = 0x22;
+  EXPECT_EQ(static_cast<const uint8_t*>(ro)[1], 0x22);
+  ::munmap(priv, 8192);
+  ::munmap(ro, 8192);
 }
 
 TEST(HostMemory, ImportAcceptsAProperlySealedForeignMemfd) {
   HostMemoryBackend backend;
-  UniqueFd fd = make_memfd(4096, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+  UniqueFd fd = make_memfd(4096, 0);
   ASSERT_EQ(::pwrite(fd.get(), "hello", 5, 10), 5);
+  ASSERT_EQ(::fcntl(fd.get(), F_ADD_SEALS,
+                    F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL),
+            0);
   auto m = backend.import(std::move(fd), 4096, nullptr);
   ASSERT_TRUE(m.is_ok()) << m.error().message;
   EXPECT_EQ(std::memcmp(static_cast<const char*>(m.value()->data()) + 10, "hello", 5), 0);

@@ -190,12 +190,16 @@ Caps small_caps(uint64_t generation = 1) {
   return c;
 }
 
-// A sealed memfd of `size` bytes, as a producer would send.
-UniqueFd sealed_memfd(size_t size) {
+// A sealed memfd of `size` bytes, as a producer would send, starting with `content`.
+UniqueFd sealed_memfd(size_t size, const std::string& content = {}) {
   UniqueFd fd(::memfd_create("fake-slot", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   EXPECT_TRUE(fd.valid());
   EXPECT_EQ(::ftruncate(fd.get(), static_cast<off_t>(size)), 0);
-  EXPECT_EQ(::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+  if (!content.empty()) {
+    EXPECT_EQ(::pwrite(fd.get(), content.data(), content.size(), 0),
+              static_cast<ssize_t>(content.size()));
+  }
+  EXPECT_EQ(::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE), 0);
   return fd;
 }
 
@@ -1412,8 +1416,7 @@ void send_frame(Channel& c, uint32_t slot, uint64_t size, uint64_t generation = 
 TEST_F(ProducerConsumer, FakeProducerWellBehavedDeliversAFrame) {
   // The control for the hostile cases below: the same script without the fault works.
   ConsumerEvent e = event_after_caps(path_, *consumer_backend_, [](Channel& c) {
-    UniqueFd fd = sealed_memfd(4096);
-    ASSERT_EQ(::pwrite(fd.get(), "data", 4, 0), 4);
+    UniqueFd fd = sealed_memfd(4096, "data");
     send_slot(c, 3, 4096, fd.get());
     send_frame(c, 3, 4096);
   });
@@ -1496,6 +1499,8 @@ TEST_F(ProducerConsumer, GarbageFromTheProducerIsAProtocolError) {
   });
   ASSERT_EQ(e.kind, Kind::kError) << describe_event(e);
   EXPECT_EQ(e.error.code, ErrorCode::kProtocol);
+  EXPECT_EQ(e.error.message,
+            "the producer sent something unreadable: not a cudaipc message (bad magic)");
 }
 
 TEST_F(ProducerConsumer, ConsumerOnlyMessageFromTheProducerIsAProtocolError) {
