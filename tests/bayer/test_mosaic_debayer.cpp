@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "bayer_test_util.h"
 #include "debayer.h"
 #include "mosaic.h"
 
@@ -17,22 +18,11 @@ namespace cc = cipc_cuda;
 
 namespace {
 
-constexpr cb::CfaOrder kPhases[] = {cb::CfaOrder::kRGGB, cb::CfaOrder::kBGGR, cb::CfaOrder::kGRBG,
-                                    cb::CfaOrder::kGBRG};
-constexpr cb::BitAlignment kAlignments[] = {cb::BitAlignment::kLsb, cb::BitAlignment::kMsb};
-constexpr cc::Demosaic kMethods[] = {cc::Demosaic::kBilinear, cc::Demosaic::kMhc};
+using cipc_test::flat_bgra;
 
-// A flat BGRA field of the colour (r, g, b), rows `4 * width` bytes apart.
-std::vector<uint8_t> flat_bgra(int width, int height, uint8_t r, uint8_t g, uint8_t b) {
-  std::vector<uint8_t> in(static_cast<size_t>(width * height) * 4);
-  for (size_t i = 0; i < in.size(); i += 4) {
-    in[i] = b;
-    in[i + 1] = g;
-    in[i + 2] = r;
-    in[i + 3] = 255;
-  }
-  return in;
-}
+constexpr auto& kPhases = cipc_test::kCfaOrders;
+constexpr auto& kAlignments = cipc_test::kBitAlignments;
+constexpr cc::Demosaic kMethods[] = {cc::Demosaic::kBilinear, cc::Demosaic::kMhc};
 
 // mosaic then debayer (linear, same phase, alignment, black level and gains) restores a flat
 // colour field within one code value, for every phase, alignment and method.

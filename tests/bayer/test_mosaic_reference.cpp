@@ -8,23 +8,14 @@
 #include <utility>
 #include <vector>
 
+#include "bayer_test_util.h"
 #include "mosaic.h"
 
 namespace cb = cipc_bayer;
 
 namespace {
 
-// A flat BGRA field of the colour (r, g, b), rows `4 * width` bytes apart.
-std::vector<uint8_t> flat_bgra(int width, int height, uint8_t r, uint8_t g, uint8_t b) {
-  std::vector<uint8_t> in(static_cast<size_t>(width * height) * 4);
-  for (size_t i = 0; i < in.size(); i += 4) {
-    in[i] = b;
-    in[i + 1] = g;
-    in[i + 2] = r;
-    in[i + 3] = 255;
-  }
-  return in;
-}
+using cipc_test::flat_bgra;
 
 // Mosaics a single 2x2 BGRA tile of one colour and returns its four words (row-major).
 std::vector<uint16_t> tile(uint8_t r, uint8_t g, uint8_t b, const cb::MosaicParams& p,

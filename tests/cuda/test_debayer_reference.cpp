@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "bayer_test_util.h"
 #include "debayer.h"
 
 namespace cb = cipc_bayer;
@@ -18,9 +19,8 @@ namespace cc = cipc_cuda;
 
 namespace {
 
-constexpr cb::CfaOrder kPhases[] = {cb::CfaOrder::kRGGB, cb::CfaOrder::kBGGR, cb::CfaOrder::kGRBG,
-                                    cb::CfaOrder::kGBRG};
-constexpr cb::BitAlignment kAlignments[] = {cb::BitAlignment::kLsb, cb::BitAlignment::kMsb};
+constexpr auto& kPhases = cipc_test::kCfaOrders;
+constexpr auto& kAlignments = cipc_test::kBitAlignments;
 constexpr cc::Demosaic kMethods[] = {cc::Demosaic::kBilinear, cc::Demosaic::kMhc};
 
 // The 16-bit word holding the 10-bit value v. MSB-aligned words get the replicated MSBs in
