@@ -34,6 +34,7 @@
 #include "cuda_slots.h"
 #include "device.h"
 #endif
+#include "channel.h"
 #include "elementtype.h"
 #include "enums.h"
 #include "framing.h"
@@ -63,7 +64,8 @@ enum {
   PROP_STATS,
 };
 
-#define DEFAULT_SOCKET_PATH "/tmp/cudaipc.sock"
+// Per user ($XDG_RUNTIME_DIR or /tmp/cudaipc-<uid>): see cipc::default_socket_path().
+#define DEFAULT_SOCKET_PATH cipc::default_socket_path()
 #define DEFAULT_SOCKET_MODE 0600
 #define DEFAULT_ALLOW_OTHER_USERS FALSE
 #ifdef CIPC_HAVE_CUDA
@@ -121,6 +123,9 @@ class SinkObserver final : public cipc::ProducerObserver {
     } else {
       GST_INFO_OBJECT(element_, "consumer %" G_GUINT64_FORMAT " detached: %s", id, reason.c_str());
     }
+  }
+  void on_warning(const std::string& text) override {
+    GST_ELEMENT_WARNING(element_, RESOURCE, OPEN_READ_WRITE, ("%s.", text.c_str()), (nullptr));
   }
 
  private:
@@ -202,8 +207,9 @@ static GstStructure* make_stats(GstCudaSinkIpc* self) {
       G_TYPE_UINT64, ps.consumers_timed_out, "consumers-rejected", G_TYPE_UINT64,
       ps.consumers_rejected, "releases", G_TYPE_UINT64, ps.releases, "claims-outstanding",
       G_TYPE_UINT64, ps.claims_outstanding, "slots-exported", G_TYPE_UINT64, ps.slots_exported,
-      "pool-generation", G_TYPE_UINT64, p.pool_generation.load(), "pool-rollovers", G_TYPE_UINT64,
-      p.pool_rollovers.load(), nullptr);
+      "slots-retired", G_TYPE_UINT64, ps.slots_retired, "retire-notices", G_TYPE_UINT64,
+      ps.retire_notices, "pool-generation", G_TYPE_UINT64, p.pool_generation.load(),
+      "pool-rollovers", G_TYPE_UINT64, p.pool_rollovers.load(), nullptr);
 }
 
 static void gst_cuda_sink_ipc_set_property(GObject* object, guint prop_id, const GValue* value,
@@ -634,7 +640,7 @@ static void gst_cuda_sink_ipc_class_init(GstCudaSinkIpcClass* klass) {
       g_param_spec_string("socket-path", "Socket path",
                           "Filesystem path of the Unix socket consumers connect to. A stale "
                           "socket left by a dead producer is replaced; a live one is an error",
-                          DEFAULT_SOCKET_PATH, rw_ready));
+                          DEFAULT_SOCKET_PATH.c_str(), rw_ready));
   g_object_class_install_property(
       object_class, PROP_SOCKET_MODE,
       g_param_spec_uint("socket-mode", "Socket mode",
@@ -703,6 +709,8 @@ static void gst_cuda_sink_ipc_class_init(GstCudaSinkIpcClass* klass) {
                          "frames-rendered, frames-sent (summed over consumers), frames-dropped, "
                          "copies, consumers, consumers-total, consumers-timed-out, "
                          "consumers-rejected, releases, claims-outstanding, slots-exported, "
+                         "slots-retired (out of the pool after a consumer timed out), "
+                         "retire-notices (RETIRE messages telling other consumers), "
                          "pool-generation, pool-rollovers",
                          GST_TYPE_STRUCTURE, ro));
 

@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "channel.h"
 #include "client.h"
 #include "consumer_backend.h"
 #ifdef CIPC_HAVE_CUDA
@@ -49,6 +50,7 @@ GST_DEBUG_CATEGORY_STATIC(gst_cuda_src_ipc_debug);
 enum {
   PROP_0,
   PROP_SOCKET_PATH,
+  PROP_ALLOW_OTHER_USERS,
   PROP_MEMORY,
   PROP_RECONNECT,
   PROP_RECONNECT_INTERVAL,
@@ -61,9 +63,11 @@ enum {
   PROP_STATS,
 };
 
-#define DEFAULT_SOCKET_PATH "/tmp/cudaipc.sock"
+// Per user ($XDG_RUNTIME_DIR or /tmp/cudaipc-<uid>): see cipc::default_socket_path().
+#define DEFAULT_SOCKET_PATH cipc::default_socket_path()
 // Reference timestamp caps of the meta carrying the producer's send time.
 #define CIPC_SEND_TIME_CAPS "timestamp/x-cudaipc-send-monotonic"
+#define DEFAULT_ALLOW_OTHER_USERS FALSE
 #define DEFAULT_MEMORY cipc::MemoryKind::kAny
 #define DEFAULT_RECONNECT FALSE
 #define DEFAULT_RECONNECT_INTERVAL 100
@@ -80,6 +84,7 @@ namespace {
 
 struct Settings {
   std::string socket_path = DEFAULT_SOCKET_PATH;
+  gboolean allow_other_users = DEFAULT_ALLOW_OTHER_USERS;
   cipc::MemoryKind memory = DEFAULT_MEMORY;
   gboolean reconnect = DEFAULT_RECONNECT;
   guint reconnect_interval = DEFAULT_RECONNECT_INTERVAL;
@@ -95,6 +100,7 @@ struct Counters {
   std::atomic<guint64> frames{0};
   std::atomic<guint64> frames_skipped{0};  // sequence gaps: frames the producer did not send us
   std::atomic<guint64> slots_imported{0};
+  std::atomic<guint64> slots_retired{0};  // imports dropped because the producer retired them
   std::atomic<guint64> connects{0};
   std::atomic<guint64> caps_changes{0};
   std::atomic<guint64> latency_last_ns{0};
@@ -102,7 +108,7 @@ struct Counters {
   std::atomic<guint64> device_copies{0};  // io-mode=copy
 
   void reset() {
-    frames = frames_skipped = slots_imported = connects = caps_changes = 0;
+    frames = frames_skipped = slots_imported = slots_retired = connects = caps_changes = 0;
     latency_last_ns = 0;
     downloads = device_copies = 0;
   }
@@ -194,13 +200,13 @@ static Settings snapshot_settings(GstCudaSrcIpc* self) {
 
 static GstStructure* make_stats(GstCudaSrcIpc* self) {
   const Counters& c = self->priv->counters;
-  return gst_structure_new("cudasrc-ipc-stats", "frames-received", G_TYPE_UINT64, c.frames.load(),
-                           "frames-skipped", G_TYPE_UINT64, c.frames_skipped.load(),
-                           "slots-imported", G_TYPE_UINT64, c.slots_imported.load(), "connects",
-                           G_TYPE_UINT64, c.connects.load(), "caps-changes", G_TYPE_UINT64,
-                           c.caps_changes.load(), "latency-last-ns", G_TYPE_UINT64,
-                           c.latency_last_ns.load(), "downloads", G_TYPE_UINT64, c.downloads.load(),
-                           "device-copies", G_TYPE_UINT64, c.device_copies.load(), nullptr);
+  return gst_structure_new(
+      "cudasrc-ipc-stats", "frames-received", G_TYPE_UINT64, c.frames.load(), "frames-skipped",
+      G_TYPE_UINT64, c.frames_skipped.load(), "slots-imported", G_TYPE_UINT64,
+      c.slots_imported.load(), "slots-retired", G_TYPE_UINT64, c.slots_retired.load(), "connects",
+      G_TYPE_UINT64, c.connects.load(), "caps-changes", G_TYPE_UINT64, c.caps_changes.load(),
+      "latency-last-ns", G_TYPE_UINT64, c.latency_last_ns.load(), "downloads", G_TYPE_UINT64,
+      c.downloads.load(), "device-copies", G_TYPE_UINT64, c.device_copies.load(), nullptr);
 }
 
 static void gst_cuda_src_ipc_set_property(GObject* object, guint prop_id, const GValue* value,
@@ -214,6 +220,7 @@ static void gst_cuda_src_ipc_set_property(GObject* object, guint prop_id, const 
       s.socket_path = path ? path : DEFAULT_SOCKET_PATH;
       break;
     }
+    case PROP_ALLOW_OTHER_USERS: s.allow_other_users = g_value_get_boolean(value); break;
     case PROP_MEMORY: s.memory = static_cast<cipc::MemoryKind>(g_value_get_enum(value)); break;
     case PROP_RECONNECT: s.reconnect = g_value_get_boolean(value); break;
     case PROP_RECONNECT_INTERVAL: s.reconnect_interval = g_value_get_uint(value); break;
@@ -239,6 +246,7 @@ static void gst_cuda_src_ipc_get_property(GObject* object, guint prop_id, GValue
   const Settings& s = self->priv->settings;
   switch (prop_id) {
     case PROP_SOCKET_PATH: g_value_set_string(value, s.socket_path.c_str()); break;
+    case PROP_ALLOW_OTHER_USERS: g_value_set_boolean(value, s.allow_other_users); break;
     case PROP_MEMORY: g_value_set_enum(value, static_cast<gint>(s.memory)); break;
     case PROP_RECONNECT: g_value_set_boolean(value, s.reconnect); break;
     case PROP_RECONNECT_INTERVAL: g_value_set_uint(value, s.reconnect_interval); break;
@@ -298,6 +306,7 @@ static gboolean gst_cuda_src_ipc_start(GstBaseSrc* src) {
   cipc::ClientConfig config;
   config.consumer.socket_path = s.socket_path;
   config.consumer.memory_kind = s.memory;
+  config.consumer.allow_other_users = s.allow_other_users;
   config.consumer.max_in_flight = s.max_in_flight;
   config.reconnect = s.reconnect;
   config.reconnect_interval_ms = s.reconnect_interval;
@@ -668,6 +677,7 @@ static GstFlowReturn gst_cuda_src_ipc_create(GstPushSrc* push, GstBuffer** out) 
   for (;;) {
     cipc::ClientEvent ev = p.client->next();
     p.counters.slots_imported = p.client->slots_imported();
+    p.counters.slots_retired = p.client->slots_retired();
     p.counters.connects = p.client->connects();
     switch (ev.kind) {
       case cipc::ClientEvent::Kind::kAttached: {
@@ -738,7 +748,14 @@ static void gst_cuda_src_ipc_class_init(GstCudaSrcIpcClass* klass) {
       object_class, PROP_SOCKET_PATH,
       g_param_spec_string("socket-path", "Socket path",
                           "Filesystem path of the Unix socket a cudasink-ipc serves",
-                          DEFAULT_SOCKET_PATH, rw_ready));
+                          DEFAULT_SOCKET_PATH.c_str(), rw_ready));
+  g_object_class_install_property(
+      object_class, PROP_ALLOW_OTHER_USERS,
+      g_param_spec_boolean("allow-other-users", "Allow other users",
+                           "Attach to a producer running under another user id (checked with "
+                           "SO_PEERCRED before anything is sent); by default only a producer of "
+                           "this process's own user is trusted",
+                           DEFAULT_ALLOW_OTHER_USERS, rw_ready));
   g_object_class_install_property(
       object_class, PROP_MEMORY,
       g_param_spec_enum("memory", "Memory",
@@ -797,10 +814,12 @@ static void gst_cuda_src_ipc_class_init(GstCudaSrcIpcClass* klass) {
           gst_cipc_io_mode_get_type(), DEFAULT_IO_MODE, rw_ready));
   g_object_class_install_property(
       object_class, PROP_STATS,
-      g_param_spec_boxed("stats", "Statistics",
-                         "frames-received, frames-skipped, slots-imported, connects, "
-                         "caps-changes, latency-last-ns, downloads, device-copies",
-                         GST_TYPE_STRUCTURE, ro));
+      g_param_spec_boxed(
+          "stats", "Statistics",
+          "frames-received, frames-skipped, slots-imported, slots-retired (imports dropped "
+          "because the producer retired their slot), connects, "
+          "caps-changes, latency-last-ns, downloads, device-copies",
+          GST_TYPE_STRUCTURE, ro));
 
   gst_element_class_set_static_metadata(
       element_class, "CUDA IPC source", "Source/Video/Hardware",

@@ -5,16 +5,77 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 
 namespace cipc {
 
+std::string describe_descriptor_limit() {
+  rlimit limit{};
+  std::string text = "this process (pid " + std::to_string(::getpid()) + ") has reached its limit";
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY)
+    text += " of " + std::to_string(limit.rlim_cur);
+  return text + " open file descriptors (ulimit -n)";
+}
+
 Error system_error(const std::string& what, int errno_value) {
+  if (errno_value == EMFILE)
+    return Error{ErrorCode::kOutOfResources, what + ": " + describe_descriptor_limit()};
+  if (errno_value == ENFILE)
+    return Error{ErrorCode::kOutOfResources,
+                 what + ": the system-wide limit of open files is reached (fs.file-max)"};
   return Error{ErrorCode::kSystem, what + ": " + std::strerror(errno_value)};
+}
+
+namespace {
+
+std::string private_socket_dir() {
+  return "/tmp/cudaipc-" + std::to_string(::getuid());
+}
+
+bool is_own_private_dir(const std::string& dir) {
+  struct stat st {};
+  return ::lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::getuid() &&
+         (st.st_mode & 0077) == 0;
+}
+
+}  // namespace
+
+std::string default_socket_path() {
+  const char* runtime = ::getenv("XDG_RUNTIME_DIR");
+  if (runtime && runtime[0] == '/' && is_own_private_dir(runtime))
+    return std::string(runtime) + "/cudaipc.sock";
+  return private_socket_dir() + "/cudaipc.sock";
+}
+
+Status check_private_socket_dir(const std::string& socket_path, bool create) {
+  const std::string dir = private_socket_dir();
+  if (socket_path.compare(0, dir.size() + 1, dir + "/") != 0) return Status::ok();
+  if (create && ::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+    return Error{ErrorCode::kPermissionDenied,
+                 "cannot create the socket directory '" + dir + "': " + std::strerror(errno)};
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0) {
+    if (errno == ENOENT && !create)
+      return Error{ErrorCode::kConnectFailed,
+                   "no producer is serving '" + socket_path + "' ('" + dir + "' does not exist)"};
+    return system_error("lstat('" + dir + "')", errno);
+  }
+  if (!S_ISDIR(st.st_mode) || st.st_uid != ::getuid() || (st.st_mode & 0077) != 0)
+    return Error{
+        ErrorCode::kPermissionDenied,
+        "the socket directory '" + dir + "' is not a private directory of this user" +
+            (st.st_uid != ::getuid() ? " (it belongs to uid " + std::to_string(st.st_uid) + ")"
+                                     : std::string(" (its mode lets others in)")) +
+            "; someone else may be squatting the default socket path: remove it, or "
+            "set socket-path"};
+  return Status::ok();
 }
 
 namespace {
@@ -49,6 +110,14 @@ Result<Channel> Channel::connect(const std::string& path) {
   if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr.value()), sizeof(sockaddr_un)) !=
       0) {
     const int e = errno;
+    struct stat st {};
+    if (e == ECONNREFUSED && ::stat(path.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode))
+      return Error{ErrorCode::kNotASocket,
+                   "'" + path + "' is not a socket but a " +
+                       (S_ISDIR(st.st_mode)   ? "directory"
+                        : S_ISREG(st.st_mode) ? "regular file"
+                                              : "special file") +
+                       "; socket-path must name the socket a cudasink-ipc serves"};
     if (e == ENOENT || e == ECONNREFUSED)
       return Error{ErrorCode::kConnectFailed,
                    "no producer is serving '" + path + "' (" + std::strerror(e) + ")"};
@@ -128,6 +197,7 @@ IoResult Channel::receive(Packet& out, std::string* error) {
   msg.msg_controllen = sizeof(control);
   ssize_t n;
   bool reset_reported = false;
+  last_error_local_ = false;
   for (;;) {
     n = ::recvmsg(fd_.get(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     if (n >= 0) break;
@@ -169,6 +239,19 @@ IoResult Channel::receive(Packet& out, std::string* error) {
   }
   if (msg.msg_flags & MSG_CTRUNC || out.fds.size() > kMaxFdsPerMessage) {
     out.fds.clear();
+    // The kernel also truncates when it cannot install the descriptors here: that is our
+    // limit, not the peer's fault. A probe tells the two apart.
+    const int probe = ::fcntl(fd_.get(), F_DUPFD_CLOEXEC, 0);
+    const int probe_errno = errno;
+    if (probe >= 0) ::close(probe);
+    if (probe < 0 && (probe_errno == EMFILE || probe_errno == ENFILE)) {
+      last_error_local_ = true;
+      set_error(error, "could not take a file descriptor the peer sent: " +
+                           (probe_errno == EMFILE
+                                ? describe_descriptor_limit()
+                                : std::string("the system-wide limit of open files is reached")));
+      return IoResult::kError;
+    }
     set_error(error, "too many file descriptors attached to one message");
     return IoResult::kError;
   }
@@ -232,6 +315,8 @@ void Listener::close() {
 Result<Listener> Listener::bind(const std::string& path, unsigned mode) {
   auto addr = make_address(path);
   if (!addr) return addr.error();
+  const Status dir = check_private_socket_dir(path, /*create=*/true);
+  if (!dir) return dir.error();
 
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0) {
@@ -273,7 +358,7 @@ Result<Listener> Listener::bind(const std::string& path, unsigned mode) {
   return l;
 }
 
-IoResult Listener::accept(Channel& out, std::string* error) {
+IoResult Listener::accept(Channel& out, std::string* error, int* errno_out) {
   for (;;) {
     const int fd = ::accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd >= 0) {
@@ -282,7 +367,8 @@ IoResult Listener::accept(Channel& out, std::string* error) {
     }
     if (errno == EINTR || errno == ECONNABORTED) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return IoResult::kWouldBlock;
-    set_error(error, std::string("accept(): ") + std::strerror(errno));
+    if (errno_out) *errno_out = errno;
+    set_error(error, system_error("accept()", errno).message);
     return IoResult::kError;
   }
 }

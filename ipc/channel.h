@@ -18,6 +18,16 @@ namespace cipc {
 
 constexpr size_t kMaxFdsPerMessage = 4;
 
+// The socket path both elements use when none is set: "$XDG_RUNTIME_DIR/cudaipc.sock" when that
+// directory is the user's own, else "/tmp/cudaipc-<uid>/cudaipc.sock". Per user, so that another
+// user cannot squat the default path.
+std::string default_socket_path();
+
+// For a socket path inside "/tmp/cudaipc-<uid>" (the fallback above): creates that directory
+// mode 0700 if missing and checks that it is a real directory of ours that nobody else can
+// enter. Other paths: nothing to do.
+Status check_private_socket_dir(const std::string& socket_path, bool create);
+
 struct Packet {
   std::vector<uint8_t> bytes;
   std::vector<UniqueFd> fds;
@@ -53,6 +63,9 @@ class Channel {
   // Receives one packet without blocking. A packet larger than kMaxMessageSize, or with more
   // than kMaxFdsPerMessage descriptors, is an error (any descriptors that came are closed).
   IoResult receive(Packet& out, std::string* error = nullptr);
+  // After receive() said kError: true when the cause is this process (it could not take the
+  // descriptors that came because its descriptor table is full), not the peer.
+  bool last_error_is_local() const { return last_error_local_; }
 
   // Waits until readable (or hung up). Returns false on timeout. timeout_ms < 0: forever.
   // `wake_fd` (optional) also ends the wait when readable.
@@ -64,6 +77,7 @@ class Channel {
 
  private:
   UniqueFd fd_;
+  bool last_error_local_ = false;
 };
 
 // The producer's listening socket at a filesystem path. On bind, a stale socket file left by a
@@ -81,7 +95,8 @@ class Listener {
   int fd() const { return fd_.get(); }
   const std::string& path() const { return path_; }
   // Accepts one pending connection without blocking; kWouldBlock when none is waiting.
-  IoResult accept(Channel& out, std::string* error = nullptr);
+  // `errno_out` (optional) receives errno for kError (EMFILE: our descriptor table is full).
+  IoResult accept(Channel& out, std::string* error = nullptr, int* errno_out = nullptr);
   void close();
 
  private:

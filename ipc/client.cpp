@@ -15,9 +15,14 @@ uint64_t ConsumerClient::slots_imported() const {
   return slots_before_ + (consumer_ ? consumer_->stats().slots_imported : 0);
 }
 
+uint64_t ConsumerClient::slots_retired() const {
+  return retired_before_ + (consumer_ ? consumer_->stats().slots_retired : 0);
+}
+
 void ConsumerClient::disconnect() {
   if (!consumer_) return;
   slots_before_ += consumer_->stats().slots_imported;
+  retired_before_ += consumer_->stats().slots_retired;
   consumer_.reset();
 }
 

@@ -64,6 +64,7 @@ class ConsumerClient {
   uint64_t connects() const { return connects_; }
   // Slot imports over every connection so far.
   uint64_t slots_imported() const;
+  uint64_t slots_retired() const;  // imports dropped on the producer's RETIRE
 
  private:
   ClientEvent attach();
@@ -78,6 +79,7 @@ class ConsumerClient {
   uint64_t connects_ = 0;
   uint64_t instance_id_ = 0;
   uint64_t slots_before_ = 0;  // slot imports of earlier connections
+  uint64_t retired_before_ = 0;
 };
 
 }  // namespace cipc

@@ -17,7 +17,7 @@ Error decode_failure(const DecodeError& e) {
 
 Error from_error_message(const ErrorMessage& m) {
   ErrorCode code = ErrorCode::kProtocol;
-  if (m.code <= static_cast<uint32_t>(ErrorCode::kUnsupported))
+  if (m.code <= static_cast<uint32_t>(ErrorCode::kOutOfResources))
     code = static_cast<ErrorCode>(m.code);
   return Error{code, "the producer refused this consumer: " + m.text};
 }
@@ -59,8 +59,20 @@ Result<std::unique_ptr<Consumer>> Consumer::connect(const ConsumerConfig& config
   if (config.max_in_flight < 1 || config.max_in_flight > kMaxInFlight)
     return Error{ErrorCode::kInvalidArgument,
                  "max-in-flight must be between 1 and " + std::to_string(kMaxInFlight)};
+  const Status dir = check_private_socket_dir(config.socket_path, /*create=*/false);
+  if (!dir) return dir.error();
   auto channel = Channel::connect(config.socket_path);
   if (!channel) return channel.error();
+  // Who listens there: checked before anything is said or taken from it.
+  auto creds = channel->peer_credentials();
+  if (!creds) return creds.error();
+  if (!config.allow_other_users && creds->uid != ::getuid())
+    return Error{ErrorCode::kPermissionDenied,
+                 "the producer at '" + config.socket_path + "' runs as uid " +
+                     std::to_string(creds->uid) + " (pid " + std::to_string(creds->pid) +
+                     "), not as this user (uid " + std::to_string(::getuid()) +
+                     "); set allow-other-users=true on the consumer to trust another user's "
+                     "producer"};
   auto link = std::make_shared<ConsumerLink>();
   link->channel = std::move(channel.value());
 
@@ -186,8 +198,10 @@ ConsumerEvent Consumer::next(int timeout_ms) {
       e.error = Error{ErrorCode::kClosed, "the producer went away"};
       return e;
     }
-    if (r == IoResult::kError)
+    if (r == IoResult::kError) {
+      if (link_->channel.last_error_is_local()) return fail(ErrorCode::kOutOfResources, error);
       return fail(ErrorCode::kProtocol, "bad message from the producer: " + error);
+    }
     const uint64_t now = monotonic_ns();
     if (now >= deadline) return ConsumerEvent{};
     const int wait_ms =
@@ -275,6 +289,19 @@ bool Consumer::handle(Packet& packet, ConsumerEvent& out) {
       out.frame.claim = std::make_shared<FrameClaim>(link_, f);
       return true;
     }
+    case MessageType::kRetire: {
+      // Frames of ours still in that slot keep their own reference to the import; it is
+      // unmapped when the last of them goes.
+      const Retire& r = std::get<Retire>(m.body);
+      if (slots_.erase(std::make_tuple(welcome_.instance_id, r.generation, r.slot)) == 0) {
+        out = fail(ErrorCode::kProtocol, "the producer retired slot " + std::to_string(r.slot) +
+                                             " (generation " + std::to_string(r.generation) +
+                                             "), which it never shared");
+        return true;
+      }
+      ++slots_retired_;
+      return false;
+    }
     case MessageType::kEos: out.kind = ConsumerEvent::Kind::kEos; return true;
     case MessageType::kBye: {
       std::lock_guard<std::mutex> lock(link_->mutex);
@@ -308,6 +335,7 @@ ConsumerStats Consumer::stats() const {
   ConsumerStats s;
   s.frames_received = frames_received_;
   s.slots_imported = slots_imported_;
+  s.slots_retired = slots_retired_;
   s.releases_sent = link_->releases_sent;
   s.releases_lost = link_->releases_lost;
   s.claims_outstanding = link_->claims_outstanding;

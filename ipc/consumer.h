@@ -27,6 +27,9 @@ struct ConsumerConfig {
   uint32_t max_in_flight = 4;
   GpuUuid gpu_uuid{};
   int handshake_timeout_ms = 2000;
+  // Attach to a producer that runs as another user. Off: such a producer is refused before
+  // HELLO (SO_PEERCRED), so that nobody can pose as the producer at a shared path.
+  bool allow_other_users = false;
 };
 
 // A slot mapped into this process. Shared by every frame that lives in it; stays mapped while
@@ -79,6 +82,7 @@ struct ConsumerEvent {
 struct ConsumerStats {
   uint64_t frames_received = 0;
   uint64_t slots_imported = 0;
+  uint64_t slots_retired = 0;  // imports dropped on the producer's RETIRE
   uint64_t releases_sent = 0;
   uint64_t releases_lost = 0;
   uint64_t claims_outstanding = 0;
@@ -127,6 +131,7 @@ class Consumer {
   std::map<std::tuple<uint64_t, uint64_t, uint32_t>, std::shared_ptr<ImportedSlot>> slots_;
   std::atomic<uint64_t> frames_received_{0};  // read by stats() from other threads
   std::atomic<uint64_t> slots_imported_{0};
+  std::atomic<uint64_t> slots_retired_{0};
 };
 
 }  // namespace cipc

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 #include "producer.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <unistd.h>
 
@@ -11,7 +12,12 @@ namespace cipc {
 namespace {
 
 constexpr size_t kMaxSessions = 64;
-constexpr int kMaxMessagesPerWakeup = 256;  // fairness between consumers under a flood
+constexpr int kMaxMessagesPerWakeup = 256;               // fairness between consumers under a flood
+constexpr uint64_t kAcceptBackoffNs = 200 * 1000000ull;  // after accept() failed for want of fds
+
+UniqueFd open_reserve_fd() {
+  return UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+}
 
 uint64_t random_instance_id() {
   std::random_device rd;
@@ -36,6 +42,7 @@ Result<std::unique_ptr<Producer>> Producer::start(const ProducerConfig& config,
   auto listener = Listener::bind(config.socket_path, config.socket_mode);
   if (!listener) return listener.error();
   p->listener_ = std::move(listener.value());
+  p->reserve_fd_ = open_reserve_fd();
   p->thread_ = std::thread([raw = p.get()] { raw->run(); });
   return p;
 }
@@ -77,7 +84,9 @@ void Producer::run() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (stopping_) return;
-      fds.assign({{listener_.fd(), POLLIN, 0}, {wake_.fd(), POLLIN, 0}});
+      // poll() skips a negative fd: the listener rests while accept() cannot succeed.
+      const bool accepting = accept_paused_until_ <= monotonic_ns();
+      fds.assign({{accepting ? listener_.fd() : -1, POLLIN, 0}, {wake_.fd(), POLLIN, 0}});
       ids.clear();
       for (auto& entry : sessions_) {
         if (entry.second->dead) continue;
@@ -120,8 +129,25 @@ void Producer::accept_all(Deferred& deferred) {
   for (;;) {
     Channel channel;
     std::string error;
-    const IoResult r = listener_.accept(channel, &error);
-    if (r != IoResult::kOk) return;
+    int accept_errno = 0;
+    const IoResult r = listener_.accept(channel, &error, &accept_errno);
+    if (r == IoResult::kWouldBlock) return;
+    if (r != IoResult::kOk) {
+      const bool out_of_fds = accept_errno == EMFILE || accept_errno == ENFILE;
+      if (!descriptor_shortage_) {
+        descriptor_shortage_ = true;
+        deferred.warnings.push_back(
+            "cannot accept more consumers: " + error +
+            (out_of_fds ? "; the consumers already attached are still served, new ones are "
+                          "refused until descriptors are freed"
+                        : ""));
+      }
+      if (out_of_fds && refuse_for_lack_of_descriptors(deferred)) continue;
+      // Never spin on a listener that stays readable while accept() keeps failing.
+      accept_paused_until_ = monotonic_ns() + kAcceptBackoffNs;
+      return;
+    }
+    descriptor_shortage_ = false;
     auto session = std::make_unique<Session>();
     session->id = next_session_id_++;
     session->channel = std::move(channel);
@@ -142,6 +168,26 @@ void Producer::accept_all(Deferred& deferred) {
       s.refusal = "too many consumers (at most " + std::to_string(kMaxSessions) + ")";
     }
   }
+}
+
+bool Producer::refuse_for_lack_of_descriptors(Deferred& deferred) {
+  (void)deferred;
+  if (!reserve_fd_) reserve_fd_ = open_reserve_fd();
+  if (!reserve_fd_) return false;
+  reserve_fd_.reset();
+  Channel channel;
+  const IoResult r = listener_.accept(channel);
+  if (r == IoResult::kOk) {
+    ErrorMessage m;
+    m.code = static_cast<uint32_t>(ErrorCode::kOutOfResources);
+    m.text = ("the producer cannot take another consumer: " + describe_descriptor_limit())
+                 .substr(0, kMaxErrorTextLength);
+    channel.send(Message{m});
+    channel.close();
+    ++stats_.consumers_rejected;
+  }
+  reserve_fd_ = open_reserve_fd();
+  return r == IoResult::kOk && reserve_fd_.valid();
 }
 
 void Producer::service(Session& session, Deferred& deferred) {
@@ -322,14 +368,46 @@ void Producer::drop(Session& session, const std::string& reason, bool problem, b
   session.dead = true;
   if (session.ready) --stats_.consumers;
   session.ready = false;
+  std::set<std::pair<uint64_t, uint32_t>> retired;
   for (auto& entry : session.claims) {
-    if (retire) entry.second.hold->retire();
+    if (retire) {
+      entry.second.hold->retire();
+      retired.insert({entry.second.generation, entry.second.slot});
+    }
     deferred.holds.push_back(std::move(entry.second.hold));
     --stats_.claims_outstanding;
   }
   session.claims.clear();
   session.channel.close();
   deferred.detached.push_back({session.id, reason, problem});
+  stats_.slots_retired += retired.size();
+  if (!stopping_ && !retired.empty()) announce_retired(retired);
+}
+
+void Producer::announce_retired(const std::set<std::pair<uint64_t, uint32_t>>& slots) {
+  for (auto& entry : sessions_) {
+    Session& s = *entry.second;
+    if (s.dead || !s.ready) continue;
+    for (const auto& key : slots)
+      if (s.slots_sent.erase(key)) s.retire_pending.insert(key);
+    if (!s.retire_pending.empty() && !s.broken) flush_retired(s);
+  }
+}
+
+bool Producer::flush_retired(Session& session) {
+  while (!session.retire_pending.empty()) {
+    const auto key = *session.retire_pending.begin();
+    const IoResult r = session.channel.send(Message{Retire{key.first, key.second}});
+    if (r == IoResult::kWouldBlock) return false;
+    if (r != IoResult::kOk) {
+      session.broken = true;
+      wake_.wake();
+      return false;
+    }
+    session.retire_pending.erase(session.retire_pending.begin());
+    ++stats_.retire_notices;
+  }
+  return true;
 }
 
 void Producer::check_deadlines(uint64_t now, Deferred& deferred) {
@@ -374,6 +452,7 @@ int Producer::next_timeout_ms(uint64_t now) const {
       deadline = std::min(deadline, s.claims.begin()->second.sent_ns +
                                         uint64_t{config_.release_timeout_ms} * 1000000);
   }
+  if (accept_paused_until_ > now) deadline = std::min(deadline, accept_paused_until_);
   if (deadline == UINT64_MAX) return -1;
   if (deadline <= now) return 0;
   return static_cast<int>(std::min<uint64_t>((deadline - now) / 1000000 + 1, 60000));
@@ -391,6 +470,9 @@ void Producer::send_caps(Session& session) {
     it = it->first != caps_.generation ? session.slots_sent.erase(it) : std::next(it);
   for (auto it = session.fences.begin(); it != session.fences.end();)
     it = it->first.first != caps_.generation ? session.fences.erase(it) : std::next(it);
+  // The new CAPS makes the consumer drop every older slot by itself.
+  for (auto it = session.retire_pending.begin(); it != session.retire_pending.end();)
+    it = it->first != caps_.generation ? session.retire_pending.erase(it) : std::next(it);
 }
 
 void Producer::finish(Deferred& deferred) {
@@ -398,6 +480,7 @@ void Producer::finish(Deferred& deferred) {
   if (!observer_) return;
   for (auto& a : deferred.attached) observer_->on_consumer_attached(a.first, a.second);
   for (auto& d : deferred.detached) observer_->on_consumer_detached(d.id, d.reason, d.problem);
+  for (auto& w : deferred.warnings) observer_->on_warning(w);
 }
 
 void Producer::set_caps(uint64_t generation, const std::string& caps, uint64_t frame_size) {
@@ -426,6 +509,7 @@ size_t Producer::publish(const SlotRef& slot, Frame frame, const std::shared_ptr
   for (auto& entry : sessions_) {
     Session& s = *entry.second;
     if (!s.ready || s.dead || s.broken) continue;
+    if (!s.retire_pending.empty()) flush_retired(s);
     if (!s.has_caps || s.caps_generation != slot.generation || s.claims.size() >= s.max_in_flight) {
       ++stats_.frames_dropped;
       continue;

@@ -65,6 +65,8 @@ struct ProducerStats {
   uint64_t consumers_timed_out = 0;
   uint64_t consumers_rejected = 0;  // refused at handshake or dropped for protocol errors
   uint64_t slots_exported = 0;      // SLOT messages sent
+  uint64_t slots_retired = 0;       // slots taken out of the pool under a consumer that left
+  uint64_t retire_notices = 0;      // RETIRE messages sent to the other consumers
 };
 
 // Notifications from the I/O thread. Called with no producer lock held; must not call back into
@@ -83,6 +85,8 @@ class ProducerObserver {
     (void)reason;
     (void)problem;
   }
+  // Something the user should hear about once (e.g. the process ran out of descriptors).
+  virtual void on_warning(const std::string& text) { (void)text; }
 };
 
 class Producer {
@@ -135,6 +139,8 @@ class Producer {
     std::set<std::pair<uint64_t, uint32_t>> slots_sent;
     std::map<std::pair<uint64_t, uint32_t>, EventHandle> fences;  // FENCE handles by slot
     std::map<uint64_t, Claim> claims;                             // by sequence number
+    // Retired slots this consumer still has to be told about (its socket was full).
+    std::set<std::pair<uint64_t, uint32_t>> retire_pending;
   };
   // Work to finish after the lock is released: observer calls and hold destruction (which may
   // return buffers to a pool).
@@ -147,11 +153,15 @@ class Producer {
       bool problem;
     };
     std::vector<Detached> detached;
+    std::vector<std::string> warnings;
   };
 
   explicit Producer(const ProducerConfig& config, ProducerObserver* observer);
   void run();
   void accept_all(Deferred& deferred);
+  // At the descriptor limit: spends the reserve descriptor on one waiting connection to tell it
+  // why it is refused. False when there is no reserve to spend.
+  bool refuse_for_lack_of_descriptors(Deferred& deferred);
   void service(Session& session, Deferred& deferred);
   void handle(Session& session, Message& message, Deferred& deferred);
   void handshake(Session& session, const Hello& hello, Deferred& deferred);
@@ -161,12 +171,19 @@ class Producer {
   void check_deadlines(uint64_t now, Deferred& deferred);
   int next_timeout_ms(uint64_t now) const;
   void send_caps(Session& session);
+  // Tells every other consumer that was given one of `slots` to drop its import.
+  void announce_retired(const std::set<std::pair<uint64_t, uint32_t>>& slots);
+  // Sends what `session` still has to hear of retired slots; false if its socket is full.
+  bool flush_retired(Session& session);
   void finish(Deferred& deferred);
 
   const ProducerConfig config_;
   ProducerObserver* const observer_;
   const uint64_t instance_id_;
   Listener listener_;
+  UniqueFd reserve_fd_;               // kept open so a refusal can still be accepted and explained
+  uint64_t accept_paused_until_ = 0;  // accept() failed: the listener is not polled until then
+  bool descriptor_shortage_ = false;  // said once per episode
   Waker wake_;
   std::thread thread_;
 

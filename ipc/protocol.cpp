@@ -19,6 +19,7 @@ constexpr size_t kFenceSize = 80;
 constexpr size_t kEosSize = 0;
 constexpr size_t kByeSize = 4;
 constexpr size_t kErrorFixedSize = 8;
+constexpr size_t kRetireSize = 16;
 constexpr int64_t kMaxStride = int64_t{1} << 28;
 
 class Writer {
@@ -129,6 +130,11 @@ struct BodyEncoder {
     w.put(static_cast<uint32_t>(m.text.size()));
     w.u8s(reinterpret_cast<const uint8_t*>(m.text.data()), m.text.size());
   }
+  void operator()(const Retire& m) {
+    w.put(m.generation);
+    w.put(m.slot);
+    w.put(uint32_t{0});
+  }
 };
 
 DecodeError fail(DecodeFailure f, std::string detail) {
@@ -164,6 +170,7 @@ const char* to_string(MessageType type) {
     case MessageType::kEos: return "EOS";
     case MessageType::kBye: return "BYE";
     case MessageType::kError: return "ERROR";
+    case MessageType::kRetire: return "RETIRE";
   }
   return "UNKNOWN";
 }
@@ -194,9 +201,10 @@ static_assert(kBodyIs<MessageType::kHello, Hello> && kBodyIs<MessageType::kWelco
                   kBodyIs<MessageType::kCaps, Caps> && kBodyIs<MessageType::kSlot, Slot> &&
                   kBodyIs<MessageType::kFrame, Frame> && kBodyIs<MessageType::kRelease, Release> &&
                   kBodyIs<MessageType::kFence, Fence> && kBodyIs<MessageType::kEos, Eos> &&
-                  kBodyIs<MessageType::kBye, Bye> && kBodyIs<MessageType::kError, ErrorMessage>,
+                  kBodyIs<MessageType::kBye, Bye> && kBodyIs<MessageType::kError, ErrorMessage> &&
+                  kBodyIs<MessageType::kRetire, Retire>,
               "Body's alternatives must follow the MessageType numbers");
-static_assert(std::variant_size_v<Body> == static_cast<size_t>(MessageType::kError),
+static_assert(std::variant_size_v<Body> == static_cast<size_t>(MessageType::kRetire),
               "every MessageType has a Body alternative and no more");
 
 MessageType Message::type() const {
@@ -242,7 +250,7 @@ DecodeResult decode(const uint8_t* data, size_t size) {
     return fail(DecodeFailure::kTruncated, "header announces " + std::to_string(length) +
                                                " body bytes, " +
                                                std::to_string(size - kHeaderSize) + " arrived");
-  if (raw_type < 1 || raw_type > static_cast<uint16_t>(MessageType::kError))
+  if (raw_type < 1 || raw_type > static_cast<uint16_t>(MessageType::kRetire))
     return fail(DecodeFailure::kUnknownType, "unknown message type " + std::to_string(raw_type));
 
   const auto type = static_cast<MessageType>(raw_type);
@@ -378,6 +386,16 @@ DecodeResult decode(const uint8_t* data, size_t size) {
       if (n > kMaxErrorTextLength) return out_of_range(type, "text_length", n);
       if (length != kErrorFixedSize + n) return bad_length(type, length, kErrorFixedSize + n);
       m.text = r.str(n);
+      return Message{m};
+    }
+    case MessageType::kRetire: {
+      if (length != kRetireSize) return bad_length(type, length, kRetireSize);
+      Retire m;
+      m.generation = r.get<uint64_t>();
+      m.slot = r.get<uint32_t>();
+      const uint32_t reserved = r.get<uint32_t>();
+      if (reserved != 0) return out_of_range(type, "reserved", reserved);
+      if (m.slot >= kMaxSlots) return out_of_range(type, "slot", m.slot);
       return Message{m};
     }
   }

@@ -18,8 +18,8 @@
 
 namespace cipc {
 
-constexpr uint32_t kMagic = 0x43504943;  // bytes "CIPC" on the wire
-constexpr uint16_t kProtocolVersion = 1;
+constexpr uint32_t kMagic = 0x43504943;   // bytes "CIPC" on the wire
+constexpr uint16_t kProtocolVersion = 2;  // 2: RETIRE
 constexpr size_t kHeaderSize = 12;
 
 // Hard limits: nothing a peer says may exceed them.
@@ -48,6 +48,7 @@ enum class MessageType : uint16_t {
   kEos = 8,
   kBye = 9,
   kError = 10,
+  kRetire = 11,
 };
 
 enum class MemoryKind : uint16_t { kAny = 0, kHost = 1, kCuda = 2 };
@@ -137,14 +138,24 @@ struct Bye {
   uint32_t reason = kShutdown;
 };
 
+// (RETIRE is the last alternative of Body; see below.)
+
 // Either way: a fatal condition explained, sent just before closing.
 struct ErrorMessage {
   uint32_t code = 0;  // an ErrorCode value
   std::string text;
 };
 
+// producer -> consumer: a slot this consumer was given is out of the pool for good (it was
+// retired under another consumer that stopped releasing). The consumer drops its import once no
+// frame of its own still lives there, instead of keeping it mapped until the caps change.
+struct Retire {
+  uint64_t generation = 0;
+  uint32_t slot = 0;
+};
+
 using Body =
-    std::variant<Hello, Welcome, Caps, Slot, Frame, Release, Fence, Eos, Bye, ErrorMessage>;
+    std::variant<Hello, Welcome, Caps, Slot, Frame, Release, Fence, Eos, Bye, ErrorMessage, Retire>;
 
 struct Message {
   Body body;

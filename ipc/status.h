@@ -25,6 +25,7 @@ enum class ErrorCode {
   kGpuMismatch,
   kPermissionDenied,  // peer credentials refused
   kUnsupported,
+  kOutOfResources,  // this process ran out of something (file descriptors, memory)
 };
 
 struct Error {
@@ -70,6 +71,10 @@ class Result {
   std::variant<T, Error> v_;
 };
 
+// "what: strerror", and for EMFILE/ENFILE also the limit that was reached.
 Error system_error(const std::string& what, int errno_value);
+
+// "this process (pid N) has reached its limit of M open file descriptors (ulimit -n)".
+std::string describe_descriptor_limit();
 
 }  // namespace cipc

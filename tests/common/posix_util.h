@@ -4,14 +4,62 @@
 #pragma once
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
 namespace cipc_test {
+
+// Brings this process to its descriptor limit, as a process under `ulimit -n` would be: lowers
+// the soft RLIMIT_NOFILE to a little above what is open now and fills every free slot, keeping
+// `keep_free` of them free. Restores both when destroyed.
+class DescriptorFiller {
+ public:
+  explicit DescriptorFiller(int keep_free = 0) {
+    ::getrlimit(RLIMIT_NOFILE, &saved_);
+    int highest = 0;
+    for (int fd = 0; fd < 65536 && fd < static_cast<int>(saved_.rlim_cur); ++fd)
+      if (::fcntl(fd, F_GETFD) >= 0) highest = fd;
+    rlimit lowered = saved_;
+    lowered.rlim_cur = static_cast<rlim_t>(highest + 17);
+    limit_ = static_cast<int>(lowered.rlim_cur);
+    ::setrlimit(RLIMIT_NOFILE, &lowered);
+    for (;;) {
+      const int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+      if (fd < 0) break;
+      fillers_.push_back(fd);
+    }
+    for (int i = 0; i < keep_free && !fillers_.empty(); ++i) {
+      ::close(fillers_.back());
+      fillers_.pop_back();
+    }
+  }
+  ~DescriptorFiller() {
+    for (int fd : fillers_) ::close(fd);
+    ::setrlimit(RLIMIT_NOFILE, &saved_);
+  }
+  DescriptorFiller(const DescriptorFiller&) = delete;
+  DescriptorFiller& operator=(const DescriptorFiller&) = delete;
+  int limit() const { return limit_; }
+  // Frees one more descriptor (e.g. in a forked child that needs a few).
+  void release(int count) {
+    for (int i = 0; i < count && !fillers_.empty(); ++i) {
+      ::close(fillers_.back());
+      fillers_.pop_back();
+    }
+  }
+
+ private:
+  rlimit saved_{};
+  int limit_ = 0;
+  std::vector<int> fillers_;
+};
 
 // Open descriptors of this process (the directory stream's own one included, every time).
 inline int open_fd_count() {

@@ -27,6 +27,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -412,18 +413,18 @@ TEST_F(TwoProcess, ProducerRefusesOtherProtocolVersionAndKeepsStreaming) {
   const auto answer = raw.last("ERROR");
   ASSERT_TRUE(answer) << "no ERROR answer to a version-99 HELLO";
   EXPECT_TRUE(contains(*answer, "version 99")) << *answer;
-  EXPECT_TRUE(contains(*answer, "version 1")) << *answer;
+  EXPECT_TRUE(contains(*answer, "version 2")) << *answer;
   const auto warned = prod.wait_line_after(
       0, "WARNING", [](const std::string& l) { return contains(l, "version 99"); }, kEventTimeout);
   EXPECT_TRUE(warned) << "the producer did not report the version mismatch";
   if (warned) {
-    EXPECT_TRUE(contains(warned->text, "version 1")) << warned->text;
+    EXPECT_TRUE(contains(warned->text, "version 2")) << warned->text;
   }
 
   // Same raw client at our version: welcomed (the refusal above was about the version only).
-  Process& ok = spawn("raw-hello-1", "raw-hello", {"--socket", sock, "--version", "1"});
+  Process& ok = spawn("raw-hello-2", "raw-hello", {"--socket", sock, "--version", "2"});
   EXPECT_EQ(ok.wait_exit(kExitTimeout), std::optional<int>(0));
-  EXPECT_TRUE(ok.last("WELCOME version 1")) << ok.transcript();
+  EXPECT_TRUE(ok.last("WELCOME version 2")) << ok.transcript();
 
   const size_t frames = cons.frames();
   EXPECT_TRUE(cons.wait_frames(frames + 15, kEventTimeout)) << "streaming stopped";
@@ -446,10 +447,10 @@ TEST_F(TwoProcess, ConsumerRefusesProducerOfOtherProtocolVersion) {
   const auto error = cons.first("ERROR");
   ASSERT_TRUE(error) << "no element error";
   EXPECT_TRUE(contains(*error, "version 7")) << *error;
-  EXPECT_TRUE(contains(*error, "version 1")) << *error;
+  EXPECT_TRUE(contains(*error, "version 2")) << *error;
   EXPECT_TRUE(contains(*error, sock)) << *error;
   EXPECT_EQ(cons.frames(), 0u);
-  EXPECT_TRUE(fake.last("GOT HELLO version 1")) << fake.transcript();
+  EXPECT_TRUE(fake.last("GOT HELLO version 2")) << fake.transcript();
 }
 
 // docs/protocol.md (a version mismatch gets a clear error on both sides) and the failure table (a
@@ -544,6 +545,55 @@ TEST_F(TwoProcess, StuckConsumerIsDisconnectedAfterReleaseTimeout) {
   const std::string stats = stop_producer(prod);
   EXPECT_GE(stat_of(stats, "consumers-timed-out").value_or(0), 1u) << stats;
   EXPECT_EQ(stat_of(stats, "claims-outstanding"), 0u) << stats;
+}
+
+// Issue 17, defect 1: when a stuck consumer hits release-timeout its slots are retired; every
+// other consumer must be told (RETIRE) and drop its imports of them, instead of keeping them
+// mapped until the caps change. Six stop/continue cycles of a reconnecting consumer retire about
+// 6 x max-in-flight slots; the healthy consumer's memfd mappings must stay near the pool size.
+size_t memfd_mappings(pid_t pid) {
+  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+  std::string line;
+  size_t n = 0;
+  while (std::getline(maps, line)) n += line.find("/memfd:") != std::string::npos;
+  return n;
+}
+
+TEST_F(TwoProcess, HealthyConsumerDropsSlotsRetiredUnderAStuckOne) {
+  const std::string sock = path("retire.sock");
+  Process& prod = producer("producer", {"--socket", sock, "--fps", "60", "--release-timeout", "300",
+                                        "--max-in-flight", "4", "--pool-size", "6"});
+  Process& healthy =
+      consumer("healthy", {"--socket", sock, "--timeout-s", "120", "--stats-every-ms", "200"});
+  Process& stuck = consumer("stuck", {"--socket", sock, "--timeout-s", "120", "--reconnect"});
+  ASSERT_TRUE(healthy.wait_frames(10, kEventTimeout));
+  ASSERT_TRUE(stuck.wait_frames(10, kEventTimeout));
+  const size_t before = memfd_mappings(healthy.pid());
+  EXPECT_GT(before, 0u) << "the healthy consumer maps no memfd: is this host memory?";
+  for (int cycle = 0; cycle < 6; ++cycle) {
+    const size_t frames = stuck.frames();
+    stuck.signal(SIGSTOP);
+    std::this_thread::sleep_for(milliseconds(900));  // three release-timeouts
+    stuck.signal(SIGCONT);
+    ASSERT_TRUE(stuck.wait_frames(frames + 5, kEventTimeout))
+        << "the stuck consumer never came back";
+  }
+  ASSERT_TRUE(healthy.wait_frames(healthy.frames() + 10, kEventTimeout));
+  const size_t after = memfd_mappings(healthy.pid());
+  const auto tick = healthy.last("STATS-TICK").value_or("");
+  // Each retirement replaces slots in the pool; the healthy consumer holds at most the live pool
+  // (6 plus the replacements in flight), never the 20-odd retired slots too.
+  EXPECT_LE(after, before + 6) << "memfd mappings of the healthy consumer went from " << before
+                               << " to " << after << "; " << tick;
+  EXPECT_GE(stat_of(tick, "slots-retired").value_or(0), 6u) << tick;
+  healthy.signal(SIGINT);
+  stuck.signal(SIGINT);
+  EXPECT_EQ(healthy.wait_exit(kExitTimeout), std::optional<int>(0));
+  EXPECT_EQ(healthy.count("CHANGED"), 0u);
+  stuck.wait_exit(kExitTimeout);
+  const std::string stats = stop_producer(prod);
+  EXPECT_GE(stat_of(stats, "consumers-timed-out").value_or(0), 6u) << stats;
+  EXPECT_GE(stat_of(stats, "retire-notices").value_or(0), 6u) << stats;
 }
 
 }  // namespace

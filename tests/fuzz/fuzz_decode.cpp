@@ -63,6 +63,7 @@ struct LimitsCheck {
   }
   void operator()(const cipc::Release& m) const { check(m.slot < cipc::kMaxSlots, "RELEASE slot"); }
   void operator()(const cipc::Fence& m) const { check(m.slot < cipc::kMaxSlots, "FENCE slot"); }
+  void operator()(const cipc::Retire& m) const { check(m.slot < cipc::kMaxSlots, "RETIRE slot"); }
   void operator()(const cipc::Eos&) const {}
   void operator()(const cipc::Bye& m) const { check(m.reason <= cipc::Bye::kProtocolError, "BYE"); }
   void operator()(const cipc::ErrorMessage& m) const {

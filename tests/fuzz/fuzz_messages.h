@@ -30,7 +30,7 @@ inline std::string input_string(Input& in, size_t max) {
 
 // Reads a type byte and then every field of that type from the input.
 inline cipc::Message typed_message(Input& in) {
-  const uint8_t type = static_cast<uint8_t>(1 + in.u8() % 10);
+  const uint8_t type = static_cast<uint8_t>(1 + in.u8() % 11);
   switch (static_cast<cipc::MessageType>(type)) {
     case cipc::MessageType::kHello: {
       cipc::Hello m;
@@ -92,6 +92,12 @@ inline cipc::Message typed_message(Input& in) {
     case cipc::MessageType::kBye: {
       cipc::Bye m;
       m.reason = in.u8() % 4;
+      return cipc::Message{m};
+    }
+    case cipc::MessageType::kRetire: {
+      cipc::Retire m;
+      m.generation = in.u8() % 4;
+      m.slot = in.u16();
       return cipc::Message{m};
     }
     case cipc::MessageType::kError:

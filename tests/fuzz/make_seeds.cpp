@@ -76,11 +76,17 @@ void decode_seeds(const std::filesystem::path& dir) {
   error.code = 8;
   error.text = "consumer (pid 42) leaves: protocol error";
   const std::vector<std::pair<std::string, cipc::Message>> messages = {
-      {"hello", cipc::Message{hello}}, {"welcome", cipc::Message{welcome}},
-      {"caps", cipc::Message{caps}},   {"slot", cipc::Message{slot}},
-      {"frame", cipc::Message{frame}}, {"release", cipc::Message{release}},
-      {"fence", cipc::Message{fence}}, {"eos", cipc::Message{cipc::Eos{}}},
-      {"bye", cipc::Message{bye}},     {"error", cipc::Message{error}}};
+      {"hello", cipc::Message{hello}},
+      {"welcome", cipc::Message{welcome}},
+      {"caps", cipc::Message{caps}},
+      {"slot", cipc::Message{slot}},
+      {"frame", cipc::Message{frame}},
+      {"release", cipc::Message{release}},
+      {"fence", cipc::Message{fence}},
+      {"eos", cipc::Message{cipc::Eos{}}},
+      {"bye", cipc::Message{bye}},
+      {"error", cipc::Message{error}},
+      {"retire", cipc::Message{cipc::Retire{1, 2}}}};
   for (const auto& [name, message] : messages) {
     InputWriter w;
     w.u8(static_cast<uint8_t>(cipc::expected_fd_count(message.type())));

@@ -141,6 +141,40 @@ TEST_F(Elements, RegisteredWithOwnTypeNamesAndCompleteProperties) {
   }
 }
 
+// The default socket path is per user: $XDG_RUNTIME_DIR when it is a private directory of ours,
+// else /tmp/cudaipc-<uid>; the same for both elements so that they find each other.
+TEST_F(Elements, DefaultSocketPathIsPerUser) {
+  const char* saved = getenv("XDG_RUNTIME_DIR");
+  const std::string saved_value = saved ? saved : "";
+  auto default_of = [](const char* factory) {
+    GstElement* e = gst_element_factory_make(factory, nullptr);
+    gchar* path = nullptr;
+    g_object_get(e, "socket-path", &path, nullptr);
+    std::string out = path ? path : "";
+    g_free(path);
+    gst_object_unref(e);
+    return out;
+  };
+  const std::string fallback = "/tmp/cudaipc-" + std::to_string(getuid()) + "/cudaipc.sock";
+  unsetenv("XDG_RUNTIME_DIR");
+  EXPECT_EQ(default_of("cudasink-ipc"), fallback);
+  EXPECT_EQ(default_of("cudasrc-ipc"), fallback);
+
+  const std::string runtime = dir_ + "/runtime";
+  ASSERT_EQ(mkdir(runtime.c_str(), 0700), 0);
+  setenv("XDG_RUNTIME_DIR", runtime.c_str(), 1);
+  EXPECT_EQ(default_of("cudasink-ipc"), runtime + "/cudaipc.sock");
+  EXPECT_EQ(default_of("cudasrc-ipc"), runtime + "/cudaipc.sock");
+  // A runtime directory others can enter is not private: the fallback is used.
+  ASSERT_EQ(chmod(runtime.c_str(), 0777), 0);
+  EXPECT_EQ(default_of("cudasink-ipc"), fallback);
+  rmdir(runtime.c_str());
+  if (saved)
+    setenv("XDG_RUNTIME_DIR", saved_value.c_str(), 1);
+  else
+    unsetenv("XDG_RUNTIME_DIR");
+}
+
 TEST_F(Elements, SinkDefaults) {
   GstElement* e = gst_element_factory_make("cudasink-ipc", nullptr);
   gchar* path = nullptr;
@@ -149,7 +183,10 @@ TEST_F(Elements, SinkDefaults) {
   g_object_get(e, "socket-path", &path, "socket-mode", &mode, "max-in-flight", &in_flight,
                "release-timeout", &timeout, "pool-size", &pool, "wait-for-consumer", &wait,
                nullptr);
-  EXPECT_STREQ(path, "/tmp/cudaipc.sock");
+  // Per user (issue 17, defect 4): never a shared /tmp path another user could squat.
+  if (!getenv("XDG_RUNTIME_DIR")) {
+    EXPECT_EQ(std::string(path), "/tmp/cudaipc-" + std::to_string(getuid()) + "/cudaipc.sock");
+  }
   EXPECT_EQ(mode, 0600u);
   EXPECT_EQ(in_flight, 4u);
   EXPECT_EQ(timeout, 2000u);

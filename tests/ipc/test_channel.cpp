@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -639,3 +640,48 @@ TEST(ChannelConnect, StaleSocketIsConnectFailed) {
 
 }  // namespace
 }  // namespace cipc
+
+namespace {
+
+// Issue 17, defect 9: a consumer pointed at a regular file or a directory was told "Connection
+// refused"; it must hear that the path is not a socket.
+TEST(Connect, RegularFileOrDirectoryAtPathIsNotASocket) {
+  cipc_test::TempDir dir;
+  const std::string file = dir.file("regular");
+  { std::ofstream(file) << "x"; }
+  auto r = cipc::Channel::connect(file);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.error().code, cipc::ErrorCode::kNotASocket) << r.error().message;
+  EXPECT_NE(r.error().message.find("is not a socket but a regular file"), std::string::npos)
+      << r.error().message;
+  const std::string sub = dir.file("subdir");
+  ASSERT_EQ(::mkdir(sub.c_str(), 0700), 0);
+  r = cipc::Channel::connect(sub);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.error().code, cipc::ErrorCode::kNotASocket) << r.error().message;
+  ::rmdir(sub.c_str());
+  ::unlink(file.c_str());
+}
+
+// Issue 17, defect 4: the fallback socket directory /tmp/cudaipc-<uid> must be a private
+// directory of ours; one made by someone else (or opened to others) is refused, never used.
+TEST(Connect, PrivateSocketDirectoryMustBeOursAndClosed) {
+  const std::string dir = "/tmp/cudaipc-" + std::to_string(::getuid());
+  const std::string path = dir + "/check.sock";
+  struct stat st {};
+  const bool existed = ::lstat(dir.c_str(), &st) == 0;
+  ASSERT_TRUE(cipc::check_private_socket_dir(path, /*create=*/true).is_ok());
+  ASSERT_EQ(::lstat(dir.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  ASSERT_EQ(::chmod(dir.c_str(), 0777), 0);
+  const cipc::Status open_dir = cipc::check_private_socket_dir(path, /*create=*/false);
+  EXPECT_FALSE(open_dir.is_ok());
+  EXPECT_NE(open_dir.message().find("squatting"), std::string::npos) << open_dir.message();
+  ASSERT_EQ(::chmod(dir.c_str(), 0700), 0);
+  // Paths elsewhere are the user's own business.
+  EXPECT_TRUE(cipc::check_private_socket_dir("/tmp/elsewhere.sock", false).is_ok());
+  if (!existed) ::rmdir(dir.c_str());
+}
+
+}  // namespace

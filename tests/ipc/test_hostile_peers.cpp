@@ -19,6 +19,7 @@
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -101,6 +102,16 @@ class ProblemLog final : public ProducerObserver {
     std::lock_guard<std::mutex> lock(mutex_);
     if (problem) problems_.push_back(reason);
   }
+  void on_warning(const std::string& text) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    warnings_.push_back(text);
+  }
+  size_t warnings_containing(const std::string& text) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    size_t n = 0;
+    for (const auto& w : warnings_) n += w.find(text) != std::string::npos;
+    return n;
+  }
   bool saw(const std::string& text) const {
     std::lock_guard<std::mutex> lock(mutex_);
     for (const auto& r : problems_)
@@ -120,6 +131,7 @@ class ProblemLog final : public ProducerObserver {
   bool hold_ = false, held_ = false;
   int attached_ = 0;
   std::vector<std::string> problems_;
+  std::vector<std::string> warnings_;
 };
 
 uint8_t pattern(uint8_t seed, size_t i) {
@@ -458,6 +470,7 @@ TEST_F(HostilePeers, ConsumerOfAnotherUserIsRefusedWhileAnotherConsumerStreams) 
     HostMemoryBackend backend;
     ConsumerConfig cc;
     cc.socket_path = path_;
+    cc.allow_other_users = true;  // it trusts the producer; the producer must refuse it
     auto r = Consumer::connect(cc, backend);
     const int code = r.is_ok() ? 0 : 10 + static_cast<int>(r.error().code);
     ::_exit(code);
@@ -467,6 +480,70 @@ TEST_F(HostilePeers, ConsumerOfAnotherUserIsRefusedWhileAnotherConsumerStreams) 
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 10 + static_cast<int>(ErrorCode::kPermissionDenied));
   expect_dropped_with_reason("uid 65534");
+}
+
+// Issue 17, defect 3: at its descriptor limit the producer used to spin on accept() (EMFILE)
+// and refused consumers were told only that it "did not answer". Now each waiting consumer is
+// accepted on a reserve descriptor and told why, the producer warns once naming the limit,
+// spends no CPU on it, and keeps serving the consumer already attached.
+TEST_F(HostilePeers, ProducerAtItsDescriptorLimitExplainsTheRefusalAndDoesNotSpin) {
+  ASSERT_NO_FATAL_FAILURE(start());
+  // The good consumer lives in this process too: let it import both slots while it can.
+  ASSERT_NO_FATAL_FAILURE(good_streams());
+  ASSERT_NO_FATAL_FAILURE(good_streams());
+  int out[2];
+  ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
+  std::vector<int> statuses;
+  double cpu_ms = 0;
+  {
+    cipc_test::DescriptorFiller full;
+    rusage before{};
+    ::getrusage(RUSAGE_SELF, &before);
+    std::vector<pid_t> children;
+    for (int i = 0; i < 3; ++i) {
+      const pid_t pid = ::fork();
+      if (pid == 0) {
+        ::alarm(30);
+        full.release(8);  // the consumer has room of its own; only the producer is full
+        HostMemoryBackend backend;
+        ConsumerConfig cc;
+        cc.socket_path = path_;
+        auto r = Consumer::connect(cc, backend);
+        const std::string line = (r.is_ok() ? std::string("attached") : r.error().message) + "\n";
+        if (::write(out[1], line.data(), line.size()) < 0) ::_exit(98);
+        ::_exit(r.is_ok() ? 0 : 10 + static_cast<int>(r.error().code));
+      }
+      children.push_back(pid);
+    }
+    for (pid_t pid : children) {
+      int status = 0;
+      ::waitpid(pid, &status, 0);
+      statuses.push_back(WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    rusage after{};
+    ::getrusage(RUSAGE_SELF, &after);
+    auto ms = [](const timeval& t) { return t.tv_sec * 1000.0 + t.tv_usec / 1000.0; };
+    cpu_ms = ms(after.ru_utime) + ms(after.ru_stime) - ms(before.ru_utime) - ms(before.ru_stime);
+    ASSERT_NO_FATAL_FAILURE(good_streams()) << "the attached consumer must keep streaming";
+  }
+  ::close(out[1]);
+  std::string text;
+  char buf[1024];
+  ssize_t n;
+  while ((n = ::read(out[0], buf, sizeof(buf))) > 0) text.append(buf, static_cast<size_t>(n));
+  ::close(out[0]);
+  for (int status : statuses)
+    EXPECT_EQ(status, 10 + static_cast<int>(ErrorCode::kOutOfResources)) << text;
+  EXPECT_NE(text.find("open file descriptors (ulimit -n)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("did not answer"), std::string::npos) << text;
+  EXPECT_LT(cpu_ms, 400) << "the producer spun while it could not accept";
+  EXPECT_EQ(log_.warnings_containing("open file descriptors"), 1u) << "warned once, with the limit";
+  // Descriptors are back: new consumers attach again.
+  ConsumerConfig cc;
+  cc.socket_path = path_;
+  auto again = Consumer::connect(cc, consumer_backend_);
+  EXPECT_TRUE(again.is_ok()) << again.error().message;
 }
 
 // ---- last words: what a peer sent just before closing must not be lost ---------------------

@@ -123,7 +123,8 @@ std::vector<Message> all_samples() {
           Message{sample_caps()},  Message{sample_slot()},
           Message{sample_frame()}, Message{sample_release()},
           Message{sample_fence()}, Message{Eos{}},
-          Message{sample_bye()},   Message{sample_error()}};
+          Message{sample_bye()},   Message{sample_error()},
+          Message{Retire{3, 5}}};
 }
 
 void put_u16(std::vector<uint8_t>& b, size_t at, uint16_t v) {
@@ -180,7 +181,8 @@ std::string type_name(const Message& m) {
 
 TEST(ProtocolLayout, HeaderIsLittleEndianMagicVersionTypeLength) {
   const std::vector<uint8_t> eos = encode(Message{Eos{}});
-  const std::vector<uint8_t> want = {'C', 'I', 'P', 'C', 0x01, 0x00, 0x08, 0x00, 0, 0, 0, 0};
+  const std::vector<uint8_t> want = {'C', 'I', 'P', 'C', kProtocolVersion, 0x00, 0x08, 0x00,
+                                     0,   0,   0,   0};
   EXPECT_EQ(eos, want);
 
   Caps caps;
@@ -212,7 +214,7 @@ TEST(ProtocolLayout, BodyFieldsAreLittleEndian) {
 }
 
 TEST(ProtocolLayout, EncodedSizesMatchTheFrozenLayout) {
-  // Fixed body sizes are part of protocol version 1; a change needs a version bump.
+  // Fixed body sizes are part of the protocol version; a change needs a version bump.
   EXPECT_EQ(encode(Message{sample_hello()}).size(), kHeaderSize + 28);
   EXPECT_EQ(encode(Message{sample_welcome()}).size(), kHeaderSize + 32);
   EXPECT_EQ(encode(Message{sample_caps()}).size(), kHeaderSize + 20 + sample_caps().caps.size());
@@ -223,6 +225,7 @@ TEST(ProtocolLayout, EncodedSizesMatchTheFrozenLayout) {
   EXPECT_EQ(encode(Message{Eos{}}).size(), kHeaderSize);
   EXPECT_EQ(encode(Message{sample_bye()}).size(), kHeaderSize + 4);
   EXPECT_EQ(encode(Message{sample_error()}).size(), kHeaderSize + 8 + sample_error().text.size());
+  EXPECT_EQ(encode(Message{Retire{}}).size(), kHeaderSize + 16);
 }
 
 TEST(ProtocolLayout, MessageTypeFollowsTheBodyAlternative) {
@@ -402,6 +405,23 @@ TEST(ProtocolRoundTrip, ErrorWithEmptyText) {
   EXPECT_TRUE(std::get<ErrorMessage>(out.body).text.empty());
 }
 
+TEST(ProtocolRoundTrip, RetireKeepsGenerationAndSlotAndChecksBounds) {
+  Message out = decode_ok(encode(Message{Retire{0x0102030405060708ull, kMaxSlots - 1}}));
+  ASSERT_EQ(out.type(), MessageType::kRetire);
+  EXPECT_EQ(std::get<Retire>(out.body).generation, 0x0102030405060708ull);
+  EXPECT_EQ(std::get<Retire>(out.body).slot, kMaxSlots - 1);
+
+  std::vector<uint8_t> b = encode(Message{Retire{1, kMaxSlots}});
+  DecodeResult r = decode(b.data(), b.size());
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().failure, DecodeFailure::kOutOfRange) << r.error().detail;
+  b = encode(Message{Retire{1, 2}});
+  b[kHeaderSize + 12] = 1;  // reserved
+  r = decode(b.data(), b.size());
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().failure, DecodeFailure::kOutOfRange) << r.error().detail;
+}
+
 TEST(ProtocolRoundTrip, EveryTypeReencodesToIdenticalBytes) {
   for (const Message& m : all_samples()) {
     const std::vector<uint8_t> b = encode(m);
@@ -500,7 +520,7 @@ TEST(ProtocolDecode, WrongMagicIsBadMagic) {
 
 TEST(ProtocolDecode, OtherVersionIsVersionMismatchNamingBothVersions) {
   for (const Message& m : all_samples()) {
-    for (uint16_t v : {uint16_t{0}, uint16_t{2}, uint16_t{7}, uint16_t{0xffff}}) {
+    for (uint16_t v : {uint16_t{0}, uint16_t{1}, uint16_t{7}, uint16_t{0xffff}}) {
       DecodeResult r = decode_vec(encode(m, v));
       ASSERT_FALSE(r.is_ok()) << type_name(m) << " v" << v;
       EXPECT_EQ(r.error().failure, DecodeFailure::kVersionMismatch);
@@ -515,17 +535,17 @@ TEST(ProtocolDecode, OtherVersionIsVersionMismatchNamingBothVersions) {
 
 TEST(ProtocolDecode, OtherVersionIsRecognisedWhateverItsBodyLooksLike) {
   // A future version may change body layouts; the frozen header must still identify it.
-  std::vector<uint8_t> b = encode(Message{sample_hello()}, 2);
+  std::vector<uint8_t> b = encode(Message{sample_hello()}, 3);
   b.resize(b.size() + 40, 0xee);
   fix_length(b);
   DecodeResult r = decode_vec(b);
   ASSERT_FALSE(r.is_ok());
   EXPECT_EQ(r.error().failure, DecodeFailure::kVersionMismatch);
-  EXPECT_EQ(r.error().peer_version, 2);
+  EXPECT_EQ(r.error().peer_version, 3);
 }
 
 TEST(ProtocolDecode, UnknownTypeIsRefused) {
-  for (uint16_t type : {uint16_t{0}, uint16_t{11}, uint16_t{0x100}, uint16_t{0xffff}}) {
+  for (uint16_t type : {uint16_t{0}, uint16_t{12}, uint16_t{0x100}, uint16_t{0xffff}}) {
     for (const Message& m : all_samples()) {
       std::vector<uint8_t> b = encode(m);
       put_u16(b, 6, type);

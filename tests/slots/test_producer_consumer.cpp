@@ -691,8 +691,10 @@ TEST_P(EachBackend, StuckConsumerIsDisconnectedAfterReleaseTimeoutAndItsSlotsRet
   ASSERT_EQ(publish(1, 2), 2u);
   ReceivedFrame s1 = expect_frame(*stuck, 0, 1);
   ReceivedFrame s2 = expect_frame(*stuck, 1, 2);
-  expect_frame(*healthy, 0, 1);  // released at once
-  expect_frame(*healthy, 1, 2);
+  // Released at once; only the healthy consumer's import cache keeps these slots mapped.
+  const std::weak_ptr<const ImportedSlot> healthy_slot0 = expect_frame(*healthy, 0, 1).slot;
+  const std::weak_ptr<const ImportedSlot> healthy_slot1 = expect_frame(*healthy, 1, 2).slot;
+  EXPECT_FALSE(healthy_slot0.expired());
 
   ConsumerEvent e = next(*stuck);
   ASSERT_EQ(e.kind, Kind::kClosed) << describe_event(e);
@@ -708,9 +710,15 @@ TEST_P(EachBackend, StuckConsumerIsDisconnectedAfterReleaseTimeoutAndItsSlotsRet
   EXPECT_TRUE(eventually([&] { return observer_.saw_detach("release-timeout", true); }))
       << observer_.dump();
 
-  // The healthy consumer keeps streaming.
+  // The healthy consumer keeps streaming, and was told (RETIRE) to drop its imports of the two
+  // retired slots: they are unmapped, not kept until the caps change (issue 17, defect 1).
   ASSERT_EQ(publish(2, 3), 1u);
   expect_frame(*healthy, 2, 3);
+  EXPECT_EQ(healthy->stats().slots_retired, 2u);
+  EXPECT_TRUE(healthy_slot0.expired()) << "the healthy consumer still maps retired slot 0";
+  EXPECT_TRUE(healthy_slot1.expired()) << "the healthy consumer still maps retired slot 1";
+  EXPECT_EQ(stats().slots_retired, 2u);
+  EXPECT_EQ(stats().retire_notices, 2u);
 
   // The stuck consumer's frames are still readable; letting go of them later is harmless.
   EXPECT_EQ(mismatch(*s1.slot->memory, kSlotBytes, 1), -1);
@@ -997,14 +1005,15 @@ TEST_F(ProducerConsumer, HelloOfAnotherVersionGetsAnErrorNamingBothVersions) {
   start();
   auto raw = Channel::connect(path_);
   ASSERT_TRUE(raw.is_ok()) << raw.error().message;
-  ASSERT_EQ(raw->send(encode(Message{Hello{}}, 2)), IoResult::kOk);
+  ASSERT_EQ(raw->send(encode(Message{Hello{}}, 99)), IoResult::kOk);
 
   // The answer is in our version, so that the other side can read it whatever it speaks.
   const ErrorMessage e = expect_error_then_closed(*raw);
   EXPECT_EQ(e.code, static_cast<uint32_t>(ErrorCode::kVersionMismatch));
-  EXPECT_NE(e.text.find("version 2"), std::string::npos) << e.text;
-  EXPECT_NE(e.text.find("version 1"), std::string::npos) << e.text;
-  EXPECT_TRUE(eventually([&] { return observer_.saw_detach("version 2", true); }))
+  EXPECT_NE(e.text.find("version 99"), std::string::npos) << e.text;
+  EXPECT_NE(e.text.find("version " + std::to_string(kProtocolVersion)), std::string::npos)
+      << e.text;
+  EXPECT_TRUE(eventually([&] { return observer_.saw_detach("version 99", true); }))
       << observer_.dump();
   EXPECT_EQ(stats().consumers_rejected, 1u);
 }
@@ -1199,8 +1208,9 @@ struct ChildResult {
   std::string message;
 };
 
-// Forks a child that switches to uid/gid 65534 and tries to connect as a consumer.
-ChildResult connect_as_other_user(const std::string& path) {
+// Forks a child that switches to uid/gid 65534 and tries to connect as a consumer. With
+// `trust_producer` it accepts the producer's user (root) too, so only the producer decides.
+ChildResult connect_as_other_user(const std::string& path, bool trust_producer = true) {
   int out[2];
   if (::pipe2(out, O_CLOEXEC) != 0) return {};
   const pid_t pid = ::fork();
@@ -1211,6 +1221,7 @@ ChildResult connect_as_other_user(const std::string& path) {
     HostMemoryBackend backend;
     ConsumerConfig c;
     c.socket_path = path;
+    c.allow_other_users = trust_producer;
     auto r = Consumer::connect(c, backend);
     if (!r.is_ok() && ::write(out[1], r.error().message.data(), r.error().message.size()) < 0)
       ::_exit(98);
@@ -1255,6 +1266,25 @@ TEST_F(ProducerConsumer, ConsumerOfAnotherUserIsRefusedUnlessAllowed) {
   EXPECT_EQ(allowed.status, 0) << allowed.message;
 }
 
+// Issue 17, defect 4: the consumer checks who serves the socket (SO_PEERCRED) before it says
+// anything, so a producer of another user (e.g. one squatting a shared path) is refused unless
+// the consumer is told to trust it.
+TEST_F(ProducerConsumer, ConsumerRefusesProducerOfAnotherUserUnlessAllowed) {
+  if (::getuid() != 0) GTEST_SKIP() << "needs root to act as another user";
+  ASSERT_EQ(::chmod(dir_.path().c_str(), 0755), 0);
+  ProducerConfig cfg = config();
+  cfg.socket_mode = 0666;
+  cfg.allow_other_users = true;  // the producer would serve it: only the consumer's check refuses
+  start(cfg);
+  const ChildResult refused = connect_as_other_user(path_, /*trust_producer=*/false);
+  EXPECT_EQ(refused.status, 10 + static_cast<int>(ErrorCode::kPermissionDenied)) << refused.message;
+  EXPECT_NE(refused.message.find("runs as uid 0"), std::string::npos) << refused.message;
+  EXPECT_NE(refused.message.find("allow-other-users"), std::string::npos) << refused.message;
+  EXPECT_EQ(stats().consumers_total, 0u) << "the consumer said HELLO to a producer it distrusts";
+  const ChildResult trusted = connect_as_other_user(path_, /*trust_producer=*/true);
+  EXPECT_EQ(trusted.status, 0) << trusted.message;
+}
+
 TEST_F(ProducerConsumer, DefaultSocketModeKeepsOtherUsersOut) {
   if (::getuid() != 0) GTEST_SKIP() << "needs root to act as another user";
   ASSERT_EQ(::chmod(dir_.path().c_str(), 0755), 0);
@@ -1279,7 +1309,9 @@ TEST_F(ProducerConsumer, WelcomeOfAnotherVersionFailsConnectNamingBothVersions) 
   ASSERT_FALSE(r.is_ok());
   EXPECT_EQ(r.error().code, ErrorCode::kVersionMismatch);
   EXPECT_NE(r.error().message.find("version 7"), std::string::npos) << r.error().message;
-  EXPECT_NE(r.error().message.find("version 1"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("version " + std::to_string(kProtocolVersion)),
+            std::string::npos)
+      << r.error().message;
 }
 
 TEST_F(ProducerConsumer, ConsumerSaysHelloWithItsSettings) {
@@ -1433,6 +1465,39 @@ TEST_F(ProducerConsumer, FrameInASlotNeverSentIsAProtocolError) {
   EXPECT_NE(e.error.message.find("never shared"), std::string::npos) << e.error.message;
   ASSERT_EQ(reply.type(), MessageType::kError) << "the consumer tells the producer why";
   EXPECT_EQ(std::get<ErrorMessage>(reply.body).code, static_cast<uint32_t>(ErrorCode::kProtocol));
+}
+
+// Issue 17, defect 6: a consumer that cannot take a slot's descriptor because its own table is
+// full says so, naming its limit, instead of blaming the producer for "too many file
+// descriptors attached to one message".
+TEST_F(ProducerConsumer, ConsumerOutOfDescriptorsNamesItsOwnLimit) {
+  start();
+  make_slots(2);
+  auto c = connect();
+  ASSERT_TRUE(c);
+  expect_caps(*c);
+  ConsumerEvent e;
+  {
+    cipc_test::DescriptorFiller full;
+    ASSERT_EQ(publish(0, 1), 1u);
+    e = next(*c);
+  }
+  ASSERT_EQ(e.kind, Kind::kError) << describe_event(e);
+  EXPECT_EQ(e.error.code, ErrorCode::kOutOfResources) << e.error.message;
+  EXPECT_NE(e.error.message.find("open file descriptors (ulimit -n)"), std::string::npos)
+      << e.error.message;
+  EXPECT_EQ(e.error.message.find("producer"), std::string::npos) << e.error.message;
+  EXPECT_TRUE(eventually([&] { return observer_.saw_detach("open file descriptors", true); }))
+      << observer_.dump();
+}
+
+TEST_F(ProducerConsumer, RetireOfASlotNeverSharedIsAProtocolError) {
+  ConsumerEvent e = event_after_caps(path_, *consumer_backend_, [](Channel& c) {
+    ASSERT_EQ(c.send(Message{Retire{1, 2}}), IoResult::kOk);
+  });
+  ASSERT_EQ(e.kind, Kind::kError) << describe_event(e);
+  EXPECT_EQ(e.error.code, ErrorCode::kProtocol);
+  EXPECT_NE(e.error.message.find("retired slot 2"), std::string::npos) << e.error.message;
 }
 
 TEST_F(ProducerConsumer, SlotWithoutADescriptorIsAProtocolError) {
