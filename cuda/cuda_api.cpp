@@ -346,8 +346,10 @@ struct VmmBuild {
     if (ptr) (void)d->cuMemAddressFree(ptr, size);
     if (have_handle) (void)d->cuMemRelease(handle);
   }
-  // Reserves `size` bytes of address space, maps the handle there and grants `dev` read/write.
-  Status map(CUdevice dev, size_t granularity) {
+  // Reserves `size` bytes of address space, maps the handle there and grants `dev` read/write,
+  // or with `read_only` read access where the driver allows it (`*got_read_only` says).
+  Status map(CUdevice dev, size_t granularity, bool read_only = false,
+             bool* got_read_only = nullptr) {
     CIPC_CUDA_TRY(d->cuMemAddressReserve(&ptr, size, granularity, 0, 0));
     CIPC_CUDA_TRY(d->cuMemMap(ptr, size, 0, handle, 0));
     mapped = true;
@@ -355,8 +357,16 @@ struct VmmBuild {
     std::memset(&access, 0, sizeof(access));
     access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     access.location.id = dev;
+    if (read_only) {
+      access.flags = CU_MEM_ACCESS_FLAGS_PROT_READ;
+      if (d->cuMemSetAccess(ptr, size, &access, 1) == CUDA_SUCCESS) {
+        if (got_read_only) *got_read_only = true;
+        return Status::ok();
+      }
+    }
     access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     CIPC_CUDA_TRY(d->cuMemSetAccess(ptr, size, &access, 1));
+    if (got_read_only) *got_read_only = false;
     return Status::ok();
   }
   void release() {
@@ -391,7 +401,8 @@ void DeviceAllocation::reset() {
 }
 
 DeviceAllocation::DeviceAllocation(DeviceAllocation&& o) noexcept
-    : ptr_(std::exchange(o.ptr_, 0)),
+    : read_only_(std::exchange(o.read_only_, false)),
+      ptr_(std::exchange(o.ptr_, 0)),
       size_(std::exchange(o.size_, 0)),
       mapped_(std::exchange(o.mapped_, 0)),
       handle_(std::exchange(o.handle_, 0)),
@@ -400,6 +411,7 @@ DeviceAllocation::DeviceAllocation(DeviceAllocation&& o) noexcept
 DeviceAllocation& DeviceAllocation::operator=(DeviceAllocation&& o) noexcept {
   if (this != &o) {
     reset();
+    read_only_ = std::exchange(o.read_only_, false);
     ptr_ = std::exchange(o.ptr_, 0);
     size_ = std::exchange(o.size_, 0);
     mapped_ = std::exchange(o.mapped_, 0);
@@ -464,7 +476,8 @@ Status DeviceAllocation::import(int device, int fd, size_t size, DeviceAllocatio
       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
   b.have_handle = true;
   // A size larger than the exporter's allocation fails here (cuMemMap checks the range).
-  CIPC_RETURN_IF_ERROR(b.map(dev, granularity));
+  bool read_only = false;
+  CIPC_RETURN_IF_ERROR(b.map(dev, granularity, /*read_only=*/true, &read_only));
   // The mapping now holds the memory; the handle is not needed (we cannot re-export an import).
   const CUresult rel = d->cuMemRelease(b.handle);
   b.have_handle = false;
@@ -476,6 +489,7 @@ Status DeviceAllocation::import(int device, int fd, size_t size, DeviceAllocatio
   made.mapped_ = mapped;
   made.handle_ = 0;
   made.device_ = device;
+  made.read_only_ = read_only;
   b.release();
   *out = std::move(made);
   return Status::ok();

@@ -127,6 +127,9 @@ class DeviceAllocation {
   static Status create(int device, size_t size, DeviceAllocation* out);
   // Imports `fd` (the descriptor is not consumed: the caller closes it). `size` is what the
   // peer announced; it must not exceed what the descriptor really holds (the driver checks).
+  // The mapping is read-only for this process's GPU work (a stray write faults here instead of
+  // corrupting other processes' frames); a driver that refuses read-only mappings gets a
+  // read/write one, which read_only() reports.
   static Status import(int device, int fd, size_t size, DeviceAllocation* out);
   // A new descriptor for the allocation (caller owns it); -1 and `status` on failure.
   Status export_fd(int* fd) const;
@@ -135,9 +138,11 @@ class DeviceAllocation {
   size_t size() const { return size_; }           // requested size
   size_t mapped_size() const { return mapped_; }  // granularity-rounded size
   int device() const { return device_; }
+  bool read_only() const { return read_only_; }
 
  private:
   void reset();
+  bool read_only_ = false;
   DevicePtr ptr_ = 0;
   size_t size_ = 0;
   size_t mapped_ = 0;

@@ -146,3 +146,21 @@ GType gst_cipc_transfer_get_type(void) {
   }();
   return type;
 }
+
+GType gst_cipc_backpressure_get_type(void) {
+  static GType type = [] {
+    static const GEnumValue values[] = {
+        {GST_CIPC_BACKPRESSURE_AUTO,
+         "block when upstream is not live (every frame reaches every consumer), drop when it is "
+         "live (a slow consumer never slows the camera or the others)",
+         "auto"},
+        {GST_CIPC_BACKPRESSURE_BLOCK,
+         "wait until every consumer can take the frame; a consumer that stops releasing still "
+         "leaves at release-timeout",
+         "block"},
+        {GST_CIPC_BACKPRESSURE_DROP, "skip a consumer that holds max-in-flight frames", "drop"},
+        {0, nullptr, nullptr}};
+    return register_enum("GstCipcBackpressure", values);
+  }();
+  return type;
+}

@@ -16,6 +16,13 @@ typedef enum {
   GST_CIPC_REQUIRE_ZERO_COPY = 1,
 } GstCipcCopyPolicy;
 
+// cudasink-ipc's answer to a consumer that holds its max-in-flight frames.
+typedef enum {
+  GST_CIPC_BACKPRESSURE_AUTO = 0,   // block when upstream is not live, drop when it is
+  GST_CIPC_BACKPRESSURE_BLOCK = 1,  // wait in render until every consumer can take the frame
+  GST_CIPC_BACKPRESSURE_DROP = 2,   // skip that consumer for this frame
+} GstCipcBackpressure;
+
 typedef enum {
   GST_CIPC_IO_IMPORT = 0,
   GST_CIPC_IO_COPY = 1,
@@ -56,3 +63,4 @@ GType gst_cipc_io_mode_get_type(void);
 GType gst_cipc_sink_memory_get_type(void);  // cipc::MemoryKind: host | cuda
 GType gst_cipc_src_memory_get_type(void);   // cipc::MemoryKind: auto | host | cuda
 GType gst_cipc_copy_policy_get_type(void);
+GType gst_cipc_backpressure_get_type(void);

@@ -122,4 +122,27 @@ GstClockTime monotonic_to_running_time(uint64_t monotonic, GstClockTime base_tim
   return running < 0 ? 0 : static_cast<GstClockTime>(running);
 }
 
+bool TimestampMapper::map(uint64_t pts, uint64_t dts, bool live, GstClockTime base_time,
+                          gint64 offset, GstClockTime* pts_out, GstClockTime* dts_out) {
+  auto running = [&](uint64_t monotonic) {
+    return static_cast<gint64>(monotonic) - offset - static_cast<gint64>(base_time);
+  };
+  const gint64 pts_running = pts == cipc::kNoTimestamp ? 0 : running(pts);
+  if (live) {
+    if (pts != cipc::kNoTimestamp && pts_running < 0) return false;
+  } else if (!have_shift_ && pts != cipc::kNoTimestamp) {
+    have_shift_ = true;
+    shift_ = pts_running < 0 ? static_cast<GstClockTime>(-pts_running) : 0;
+  }
+  const gint64 shift = live ? 0 : static_cast<gint64>(shift_);
+  auto out = [&](uint64_t monotonic) -> GstClockTime {
+    if (monotonic == cipc::kNoTimestamp) return GST_CLOCK_TIME_NONE;
+    const gint64 t = running(monotonic) + shift;
+    return t < 0 ? 0 : static_cast<GstClockTime>(t);
+  };
+  *pts_out = out(pts);
+  *dts_out = out(dts);
+  return true;
+}
+
 }  // namespace cipc_gst

@@ -52,4 +52,27 @@ uint64_t running_time_to_monotonic(GstClockTime running_time, GstClockTime base_
 // pipeline started clamp to 0).
 GstClockTime monotonic_to_running_time(uint64_t monotonic, GstClockTime base_time, gint64 offset);
 
+// Consumer side: the producer's CLOCK_MONOTONIC timestamps as running times of this pipeline,
+// strictly increasing whenever the producer's are. Frames captured before this pipeline started
+// would map to negative running times:
+// - from a live producer (FRAME flag kLive) such a frame is stale: map() says to drop it;
+// - otherwise (a file, a test source) every timestamp of the connection is shifted later by
+//   what the first frame lacked, which keeps the producer's spacing and loses nothing.
+// reset() on every new connection.
+class TimestampMapper {
+ public:
+  void reset() {
+    have_shift_ = false;
+    shift_ = 0;
+  }
+  // False: the frame is stale (see above). Otherwise *pts and *dts are set (NONE stays NONE).
+  bool map(uint64_t pts, uint64_t dts, bool live, GstClockTime base_time, gint64 offset,
+           GstClockTime* pts_out, GstClockTime* dts_out);
+  GstClockTime shift() const { return shift_; }
+
+ private:
+  bool have_shift_ = false;
+  GstClockTime shift_ = 0;
+};
+
 }  // namespace cipc_gst

@@ -57,6 +57,7 @@ enum {
   PROP_RELEASE_TIMEOUT,
   PROP_WAIT_FOR_CONSUMER,
   PROP_COPY_POLICY,
+  PROP_BACKPRESSURE,
   PROP_POOL_SIZE,
   PROP_CUDA_DEVICE_ID,
   PROP_SYNC_MODE,
@@ -79,6 +80,7 @@ enum {
 #define DEFAULT_RELEASE_TIMEOUT 2000
 #define DEFAULT_WAIT_FOR_CONSUMER FALSE
 #define DEFAULT_COPY_POLICY GST_CIPC_COPY_IF_NEEDED
+#define DEFAULT_BACKPRESSURE GST_CIPC_BACKPRESSURE_AUTO
 #define DEFAULT_POOL_SIZE 6
 
 namespace {
@@ -92,6 +94,7 @@ struct Settings {
   guint release_timeout = DEFAULT_RELEASE_TIMEOUT;
   gboolean wait_for_consumer = DEFAULT_WAIT_FOR_CONSUMER;
   GstCipcCopyPolicy copy_policy = DEFAULT_COPY_POLICY;
+  GstCipcBackpressure backpressure = DEFAULT_BACKPRESSURE;
   guint pool_size = DEFAULT_POOL_SIZE;
   gint cuda_device_id = DEFAULT_CUDA_DEVICE_ID;
   cipc::SyncMode sync_mode = DEFAULT_SYNC_MODE;
@@ -148,6 +151,7 @@ struct SinkPrivate {
   cipc_gst::ClockOffset clock_offset;
   bool warned_copy = false;
   bool cuda_memory = false;  // memory=cuda
+  int upstream_live = -1;    // -1: not asked yet (latency query on the first frame of a stream)
 
   std::atomic<guint64> frames_rendered{0};
   std::atomic<guint64> copies{0};
@@ -207,9 +211,10 @@ static GstStructure* make_stats(GstCudaSinkIpc* self) {
       G_TYPE_UINT64, ps.consumers_timed_out, "consumers-rejected", G_TYPE_UINT64,
       ps.consumers_rejected, "releases", G_TYPE_UINT64, ps.releases, "claims-outstanding",
       G_TYPE_UINT64, ps.claims_outstanding, "slots-exported", G_TYPE_UINT64, ps.slots_exported,
-      "slots-retired", G_TYPE_UINT64, ps.slots_retired, "retire-notices", G_TYPE_UINT64,
-      ps.retire_notices, "pool-generation", G_TYPE_UINT64, p.pool_generation.load(),
-      "pool-rollovers", G_TYPE_UINT64, p.pool_rollovers.load(), nullptr);
+      "backpressure-waits", G_TYPE_UINT64, ps.backpressure_waits, "slots-retired", G_TYPE_UINT64,
+      ps.slots_retired, "retire-notices", G_TYPE_UINT64, ps.retire_notices, "pool-generation",
+      G_TYPE_UINT64, p.pool_generation.load(), "pool-rollovers", G_TYPE_UINT64,
+      p.pool_rollovers.load(), nullptr);
 }
 
 static void gst_cuda_sink_ipc_set_property(GObject* object, guint prop_id, const GValue* value,
@@ -231,6 +236,9 @@ static void gst_cuda_sink_ipc_set_property(GObject* object, guint prop_id, const
     case PROP_WAIT_FOR_CONSUMER: s.wait_for_consumer = g_value_get_boolean(value); break;
     case PROP_COPY_POLICY:
       s.copy_policy = static_cast<GstCipcCopyPolicy>(g_value_get_enum(value));
+      break;
+    case PROP_BACKPRESSURE:
+      s.backpressure = static_cast<GstCipcBackpressure>(g_value_get_enum(value));
       break;
     case PROP_POOL_SIZE: s.pool_size = g_value_get_uint(value); break;
     case PROP_CUDA_DEVICE_ID: s.cuda_device_id = g_value_get_int(value); break;
@@ -264,6 +272,7 @@ static void gst_cuda_sink_ipc_get_property(GObject* object, guint prop_id, GValu
     case PROP_RELEASE_TIMEOUT: g_value_set_uint(value, s.release_timeout); break;
     case PROP_WAIT_FOR_CONSUMER: g_value_set_boolean(value, s.wait_for_consumer); break;
     case PROP_COPY_POLICY: g_value_set_enum(value, s.copy_policy); break;
+    case PROP_BACKPRESSURE: g_value_set_enum(value, s.backpressure); break;
     case PROP_POOL_SIZE: g_value_set_uint(value, s.pool_size); break;
     case PROP_CUDA_DEVICE_ID: g_value_set_int(value, s.cuda_device_id); break;
     case PROP_SYNC_MODE: g_value_set_enum(value, static_cast<gint>(s.sync_mode)); break;
@@ -365,12 +374,23 @@ static gboolean gst_cuda_sink_ipc_start(GstBaseSink* sink) {
       p.backend, s.pool_size,
       [announce_to](uint64_t generation, const std::string& caps, uint64_t frame_size) {
         announce_to->set_caps(generation, caps, frame_size);
+      },
+      [self](const std::string& what) {
+        // Upstream only sees a failed allocation (not-negotiated, or a flow error mid-stream):
+        // this is where the user learns what ran out.
+        GST_ELEMENT_ERROR(self, RESOURCE, NO_SPACE_LEFT,
+                          ("Out of memory for shared frames: %s. Lower pool-size or the "
+                           "resolution, or raise the process's memory limit (ulimit -v, the "
+                           "container's memory limit).",
+                           what.c_str()),
+                          (nullptr));
       });
   p.frames_rendered = 0;
   p.copies = 0;
   p.pool_generation = 0;
   p.pool_rollovers = 0;
   p.warned_copy = false;
+  p.upstream_live = -1;
   GST_INFO_OBJECT(self, "serving %s memory on %s (instance %016" G_GINT64_MODIFIER "x)",
                   cipc::to_string(config.memory_kind), s.socket_path.c_str(),
                   p.producer->instance_id());
@@ -475,6 +495,34 @@ static GstFlowReturn wait_for_consumer(GstCudaSinkIpc* self) {
   return GST_FLOW_OK;
 }
 
+// Whether the source upstream is live (a camera), from a latency query made once per stream.
+// Unanswered: treated as live, which keeps the old behaviour (never block the camera).
+static bool upstream_is_live(GstCudaSinkIpc* self) {
+  SinkPrivate& p = *self->priv;
+  if (p.upstream_live < 0) {
+    gboolean live = FALSE, upstream_live = FALSE;
+    GstClockTime min_latency = 0, max_latency = 0;
+    const gboolean answered = gst_base_sink_query_latency(
+        GST_BASE_SINK(self), &live, &upstream_live, &min_latency, &max_latency);
+    p.upstream_live = !answered || upstream_live ? 1 : 0;
+    GST_INFO_OBJECT(self, "upstream is %s%s", p.upstream_live ? "live" : "not live",
+                    answered ? "" : " (the latency query was not answered)");
+  }
+  return p.upstream_live == 1;
+}
+
+// backpressure=block, or auto with a source that is not live: every consumer gets every frame,
+// and upstream waits for the slowest (release-timeout still evicts one that stops).
+static GstFlowReturn wait_for_room(GstCudaSinkIpc* self) {
+  cipc::Producer& producer = *self->priv->producer;
+  for (;;) {
+    if (producer.wait_for_room(-1) == cipc::Producer::Room::kReady) return GST_FLOW_OK;
+    // Interrupted by unlock(): let basesink handle the flush or state change, then wait again.
+    const GstFlowReturn ret = gst_base_sink_wait_preroll(GST_BASE_SINK(self));
+    if (ret != GST_FLOW_OK) return ret;
+  }
+}
+
 static uint32_t wire_flags(GstBuffer* buffer) {
   uint32_t flags = 0;
   if (GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DISCONT)) flags |= cipc::Frame::kDiscont;
@@ -534,9 +582,16 @@ static GstFlowReturn gst_cuda_sink_ipc_render(GstBaseSink* sink, GstBuffer* buff
   GST_OBJECT_LOCK(self);
   const bool wait = p.settings.wait_for_consumer;
   const GstCipcCopyPolicy copy_policy = p.settings.copy_policy;
+  const GstCipcBackpressure backpressure = p.settings.backpressure;
   GST_OBJECT_UNLOCK(self);
   if (wait) {
     const GstFlowReturn ret = wait_for_consumer(self);
+    if (ret != GST_FLOW_OK) return ret;
+  }
+  const bool live = upstream_is_live(self);
+  if (backpressure == GST_CIPC_BACKPRESSURE_BLOCK ||
+      (backpressure == GST_CIPC_BACKPRESSURE_AUTO && !live)) {
+    const GstFlowReturn ret = wait_for_room(self);
     if (ret != GST_FLOW_OK) return ret;
   }
 
@@ -563,7 +618,7 @@ static GstFlowReturn gst_cuda_sink_ipc_render(GstBaseSink* sink, GstBuffer* buff
   }
 
   cipc::Frame frame;
-  frame.flags = wire_flags(buffer);
+  frame.flags = wire_flags(buffer) | (live ? cipc::Frame::kLive : 0);
   GstClock* clock = gst_element_get_clock(GST_ELEMENT(self));
   const GstClockTime base_time = gst_element_get_base_time(GST_ELEMENT(self));
   const gint64 offset = p.clock_offset.get(clock);
@@ -595,6 +650,7 @@ static GstFlowReturn gst_cuda_sink_ipc_render(GstBaseSink* sink, GstBuffer* buff
 
 static gboolean gst_cuda_sink_ipc_event(GstBaseSink* sink, GstEvent* event) {
   auto* self = GST_CUDA_SINK_IPC(sink);
+  if (GST_EVENT_TYPE(event) == GST_EVENT_STREAM_START) self->priv->upstream_live = -1;
   if (GST_EVENT_TYPE(event) == GST_EVENT_EOS && self->priv->producer)
     self->priv->producer->send_eos();
   return GST_BASE_SINK_CLASS(gst_cuda_sink_ipc_parent_class)->event(sink, event);
@@ -682,6 +738,14 @@ static void gst_cuda_sink_ipc_class_init(GstCudaSinkIpcClass* klass) {
                         "shareable pool",
                         gst_cipc_copy_policy_get_type(), DEFAULT_COPY_POLICY, rw_playing));
   g_object_class_install_property(
+      object_class, PROP_BACKPRESSURE,
+      g_param_spec_enum("backpressure", "Backpressure",
+                        "What happens when a consumer holds max-in-flight frames: block "
+                        "upstream until it can take the frame, or drop the frame for that "
+                        "consumer. auto blocks for sources that are not live (files: nothing is "
+                        "lost) and drops for live ones (cameras: nobody is slowed down)",
+                        gst_cipc_backpressure_get_type(), DEFAULT_BACKPRESSURE, rw_playing));
+  g_object_class_install_property(
       object_class, PROP_POOL_SIZE,
       g_param_spec_uint("pool-size", "Pool size",
                         "Slots allocated up front in the shareable pool; more are added (and "
@@ -709,6 +773,7 @@ static void gst_cuda_sink_ipc_class_init(GstCudaSinkIpcClass* klass) {
                          "frames-rendered, frames-sent (summed over consumers), frames-dropped, "
                          "copies, consumers, consumers-total, consumers-timed-out, "
                          "consumers-rejected, releases, claims-outstanding, slots-exported, "
+                         "backpressure-waits (frames that waited for a consumer to release), "
                          "slots-retired (out of the pool after a consumer timed out), "
                          "retire-notices (RETIRE messages telling other consumers), "
                          "pool-generation, pool-rollovers",

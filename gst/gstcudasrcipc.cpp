@@ -100,7 +100,9 @@ struct Counters {
   std::atomic<guint64> frames{0};
   std::atomic<guint64> frames_skipped{0};  // sequence gaps: frames the producer did not send us
   std::atomic<guint64> slots_imported{0};
-  std::atomic<guint64> slots_retired{0};  // imports dropped because the producer retired them
+  std::atomic<guint64> slots_retired{0};       // imports dropped because the producer retired them
+  std::atomic<guint64> frames_stale{0};        // live frames captured before this pipeline started
+  std::atomic<guint64> timestamp_shift_ns{0};  // added to a non-live producer's timestamps
   std::atomic<guint64> connects{0};
   std::atomic<guint64> caps_changes{0};
   std::atomic<guint64> latency_last_ns{0};
@@ -109,6 +111,7 @@ struct Counters {
 
   void reset() {
     frames = frames_skipped = slots_imported = slots_retired = connects = caps_changes = 0;
+    frames_stale = timestamp_shift_ns = 0;
     latency_last_ns = 0;
     downloads = device_copies = 0;
   }
@@ -147,6 +150,7 @@ struct SrcPrivate {
   cipc::Waker waker;
   std::unique_ptr<cipc::ConsumerClient> client;
   cipc_gst::ClockOffset clock_offset;
+  cipc_gst::TimestampMapper timestamps;
   Output output = Output::kShared;
   bool producer_cuda = false;  // the current producer shares CUDA memory
   GstVideoInfo out_info;       // what we output (format may be BGRx for the producer's BGRA)
@@ -503,7 +507,9 @@ static void post_stats(GstCudaSrcIpc* self, Window& w, uint64_t now) {
       "cudasrc-ipc-stats", "fps", G_TYPE_DOUBLE, seconds > 0 ? w.frames / seconds : 0.0,
       "latency-p50-us", G_TYPE_DOUBLE, pick(0.50), "latency-p99-us", G_TYPE_DOUBLE, pick(0.99),
       "latency-max-us", G_TYPE_DOUBLE, v.empty() ? 0.0 : v.back() / 1000.0, "frames", G_TYPE_UINT64,
-      c.frames.load(), "frames-skipped", G_TYPE_UINT64, c.frames_skipped.load(), nullptr);
+      c.frames.load(), "frames-skipped", G_TYPE_UINT64, c.frames_skipped.load(), "frames-stale",
+      G_TYPE_UINT64, c.frames_stale.load(), "timestamp-shift-ns", G_TYPE_UINT64,
+      c.timestamp_shift_ns.load(), nullptr);
   gst_element_post_message(GST_ELEMENT(self), gst_message_new_element(GST_OBJECT(self), s));
   w = Window();
   w.start_ns = now;
@@ -561,7 +567,23 @@ static GstFlowReturn download(GstCudaSrcIpc* self, cipc::ReceivedFrame& frame,
 }
 #endif
 
-static GstFlowReturn make_buffer(GstCudaSrcIpc* self, cipc::ReceivedFrame& frame, GstBuffer** out) {
+// The frame's timestamps as running times of this pipeline; false for a stale frame of a live
+// producer (captured before this pipeline started), which is dropped (framing.h).
+static bool map_timestamps(GstCudaSrcIpc* self, const cipc::Frame& info, GstClockTime* pts,
+                           GstClockTime* dts) {
+  SrcPrivate& p = *self->priv;
+  GstClock* clock = gst_element_get_clock(GST_ELEMENT(self));
+  const GstClockTime base_time = gst_element_get_base_time(GST_ELEMENT(self));
+  const gint64 offset = p.clock_offset.get(clock);
+  if (clock) gst_object_unref(clock);
+  const bool fresh = p.timestamps.map(info.pts, info.dts, (info.flags & cipc::Frame::kLive) != 0,
+                                      base_time, offset, pts, dts);
+  p.counters.timestamp_shift_ns = p.timestamps.shift();
+  return fresh;
+}
+
+static GstFlowReturn make_buffer(GstCudaSrcIpc* self, cipc::ReceivedFrame& frame, GstClockTime pts,
+                                 GstClockTime dts, GstBuffer** out) {
   SrcPrivate& p = *self->priv;
   const cipc::Frame& info = frame.info;
   GstVideoInfo layout;
@@ -597,12 +619,8 @@ static GstFlowReturn make_buffer(GstCudaSrcIpc* self, cipc::ReceivedFrame& frame
                                    GST_VIDEO_INFO_WIDTH(&layout), GST_VIDEO_INFO_HEIGHT(&layout),
                                    GST_VIDEO_INFO_N_PLANES(&layout), layout.offset, layout.stride);
 
-  GstClock* clock = gst_element_get_clock(GST_ELEMENT(self));
-  const GstClockTime base_time = gst_element_get_base_time(GST_ELEMENT(self));
-  const gint64 offset = p.clock_offset.get(clock);
-  if (clock) gst_object_unref(clock);
-  GST_BUFFER_PTS(buffer) = cipc_gst::monotonic_to_running_time(info.pts, base_time, offset);
-  GST_BUFFER_DTS(buffer) = cipc_gst::monotonic_to_running_time(info.dts, base_time, offset);
+  GST_BUFFER_PTS(buffer) = pts;
+  GST_BUFFER_DTS(buffer) = dts;
   GST_BUFFER_DURATION(buffer) =
       info.duration == cipc::kNoTimestamp ? GST_CLOCK_TIME_NONE : info.duration;
   GST_BUFFER_OFFSET(buffer) =
@@ -688,6 +706,7 @@ static GstFlowReturn gst_cuda_src_ipc_create(GstPushSrc* push, GstBuffer** out) 
                           w.instance_id);
         p.last_sequence = 0;
         p.discont = true;
+        p.timestamps.reset();
         GST_INFO_OBJECT(self, "attached to %s (%s memory, %u frames in flight)",
                         s.socket_path.c_str(), cipc::to_string(w.memory_kind), w.max_in_flight);
         continue;
@@ -698,7 +717,14 @@ static GstFlowReturn gst_cuda_src_ipc_create(GstPushSrc* push, GstBuffer** out) 
         continue;
       }
       case cipc::ClientEvent::Kind::kFrame: {
-        const GstFlowReturn ret = make_buffer(self, ev.frame, out);
+        GstClockTime pts = GST_CLOCK_TIME_NONE, dts = GST_CLOCK_TIME_NONE;
+        if (!map_timestamps(self, ev.frame.info, &pts, &dts)) {
+          // Released at once (ev goes out of scope); not a gap the producer made.
+          ++p.counters.frames_stale;
+          p.last_sequence = ev.frame.info.sequence;
+          continue;
+        }
+        const GstFlowReturn ret = make_buffer(self, ev.frame, pts, dts, out);
         if (ret != GST_FLOW_OK) return ret;
         count_frame(self, ev.frame.info);
         return GST_FLOW_OK;
@@ -814,12 +840,14 @@ static void gst_cuda_src_ipc_class_init(GstCudaSrcIpcClass* klass) {
           gst_cipc_io_mode_get_type(), DEFAULT_IO_MODE, rw_ready));
   g_object_class_install_property(
       object_class, PROP_STATS,
-      g_param_spec_boxed(
-          "stats", "Statistics",
-          "frames-received, frames-skipped, slots-imported, slots-retired (imports dropped "
-          "because the producer retired their slot), connects, "
-          "caps-changes, latency-last-ns, downloads, device-copies",
-          GST_TYPE_STRUCTURE, ro));
+      g_param_spec_boxed("stats", "Statistics",
+                         "frames-received, frames-skipped, frames-stale (frames of a live producer "
+                         "captured before this pipeline started: dropped), timestamp-shift-ns "
+                         "(added to a non-live producer's timestamps to keep them positive), "
+                         "slots-imported, slots-retired (imports dropped "
+                         "because the producer retired their slot), connects, "
+                         "caps-changes, latency-last-ns, downloads, device-copies",
+                         GST_TYPE_STRUCTURE, ro));
 
   gst_element_class_set_static_metadata(
       element_class, "CUDA IPC source", "Source/Video/Hardware",

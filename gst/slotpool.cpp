@@ -12,6 +12,8 @@ GST_DEBUG_CATEGORY_STATIC(gst_cipc_slot_pool_debug);
 struct _GstCipcSlotPool {
   GstBufferPool parent;
   std::shared_ptr<cipc::MemoryBackend>* backend;
+  CipcSlotPoolFailure* on_failure;  // may be empty
+  std::atomic<bool> failure_told;
   uint64_t generation;
   std::atomic<guint> next_index;
   GstVideoInfo info;
@@ -96,6 +98,19 @@ static GstFlowReturn slot_pool_alloc_buffer(GstBufferPool* pool, GstBuffer** out
   if (!slot) {
     GST_ERROR_OBJECT(pool, "could not allocate a %u-byte slot: %s", size,
                      slot.error().message.c_str());
+    guint min_buffers = 0;
+    GstStructure* current = gst_buffer_pool_get_config(pool);
+    gst_buffer_pool_config_get_params(current, nullptr, nullptr, &min_buffers, nullptr);
+    gst_structure_free(current);
+    if (*self->on_failure && !self->failure_told.exchange(true)) {
+      const double mib = size / (1024.0 * 1024.0);
+      gchar* what = g_strdup_printf(
+          "could not allocate shareable slot %u of %.1f MiB (%u bytes; the pool keeps at least "
+          "%u slots, %.0f MiB in all): %s",
+          index + 1, mib, size, min_buffers, mib * min_buffers, slot.error().message.c_str());
+      (*self->on_failure)(what);
+      g_free(what);
+    }
     return GST_FLOW_ERROR;
   }
   std::shared_ptr<cipc::SlotMemory> memory(std::move(slot.value()));
@@ -120,6 +135,7 @@ static GstFlowReturn slot_pool_alloc_buffer(GstBufferPool* pool, GstBuffer** out
 static void slot_pool_finalize(GObject* object) {
   auto* self = GST_CIPC_SLOT_POOL(object);
   delete self->backend;
+  delete self->on_failure;
   G_OBJECT_CLASS(gst_cipc_slot_pool_parent_class)->finalize(object);
 }
 
@@ -134,16 +150,19 @@ static void gst_cipc_slot_pool_class_init(GstCipcSlotPoolClass* klass) {
 
 static void gst_cipc_slot_pool_init(GstCipcSlotPool* self) {
   self->backend = nullptr;
+  self->on_failure = nullptr;
   self->generation = 0;
   new (&self->next_index) std::atomic<guint>(0);
+  new (&self->failure_told) std::atomic<bool>(false);
   self->configured = FALSE;
 }
 
 GstBufferPool* gst_cipc_slot_pool_new(std::shared_ptr<cipc::MemoryBackend> backend,
-                                      uint64_t generation) {
+                                      uint64_t generation, CipcSlotPoolFailure on_failure) {
   auto* self = GST_CIPC_SLOT_POOL(g_object_new(GST_TYPE_CIPC_SLOT_POOL, nullptr));
   gst_object_ref_sink(self);
   self->backend = new std::shared_ptr<cipc::MemoryBackend>(std::move(backend));
+  self->on_failure = new CipcSlotPoolFailure(std::move(on_failure));
   self->generation = generation;
   return GST_BUFFER_POOL_CAST(self);
 }
@@ -171,8 +190,12 @@ gboolean gst_cipc_slot_pool_video_info(GstCipcSlotPool* pool, GstVideoInfo* info
 namespace cipc_gst {
 
 SlotPoolGenerations::SlotPoolGenerations(std::shared_ptr<cipc::MemoryBackend> backend,
-                                         guint pool_size, Announce announce)
-    : backend_(std::move(backend)), pool_size_(pool_size), announce_(std::move(announce)) {
+                                         guint pool_size, Announce announce,
+                                         CipcSlotPoolFailure on_failure)
+    : backend_(std::move(backend)),
+      pool_size_(pool_size),
+      announce_(std::move(announce)),
+      on_failure_(std::move(on_failure)) {
   gst_video_info_init(&info_);
 }
 
@@ -191,7 +214,7 @@ void SlotPoolGenerations::drop_pool(bool deactivate) {
 
 bool SlotPoolGenerations::start_generation(GstCaps* caps, const GstVideoInfo& info, bool new_caps,
                                            std::string* error) {
-  GstBufferPool* pool = gst_cipc_slot_pool_new(backend_, generation_ + 1);
+  GstBufferPool* pool = gst_cipc_slot_pool_new(backend_, generation_ + 1, on_failure_);
   GstStructure* config = gst_buffer_pool_get_config(pool);
   gst_buffer_pool_config_set_params(config, caps, GST_VIDEO_INFO_SIZE(&info), pool_size_, 0);
   gst_buffer_pool_config_add_option(config, GST_BUFFER_POOL_OPTION_VIDEO_META);

@@ -24,8 +24,14 @@ G_DECLARE_FINAL_TYPE(GstCipcSlotPool, gst_cipc_slot_pool, GST, CIPC_SLOT_POOL, G
 
 G_END_DECLS
 
+// Told once per pool when a slot cannot be allocated, with a sentence naming the size, how many
+// slots the pool holds and the system's reason (e.g. out of memory). Called on the allocating
+// thread (often upstream's streaming thread).
+using CipcSlotPoolFailure = std::function<void(const std::string& what)>;
+
 GstBufferPool* gst_cipc_slot_pool_new(std::shared_ptr<cipc::MemoryBackend> backend,
-                                      uint64_t generation);
+                                      uint64_t generation,
+                                      CipcSlotPoolFailure on_failure = nullptr);
 uint64_t gst_cipc_slot_pool_generation(GstCipcSlotPool* pool);
 // Slots allocated so far in this pool (persistent slots are allocated once each). Every slot
 // retired under a stuck consumer is replaced by one with a new index, so this only grows.
@@ -54,7 +60,7 @@ class SlotPoolGenerations {
       std::function<void(uint64_t generation, const std::string& caps, uint64_t frame_size)>;
 
   SlotPoolGenerations(std::shared_ptr<cipc::MemoryBackend> backend, guint pool_size,
-                      Announce announce);
+                      Announce announce, CipcSlotPoolFailure on_failure = nullptr);
   ~SlotPoolGenerations();
   SlotPoolGenerations(const SlotPoolGenerations&) = delete;
   SlotPoolGenerations& operator=(const SlotPoolGenerations&) = delete;
@@ -89,6 +95,7 @@ class SlotPoolGenerations {
   std::shared_ptr<cipc::MemoryBackend> backend_;
   guint pool_size_;
   Announce announce_;
+  CipcSlotPoolFailure on_failure_;
   GstBufferPool* pool_ = nullptr;  // the current generation's
   GstCaps* caps_ = nullptr;
   GstVideoInfo info_;

@@ -59,6 +59,7 @@ Producer::~Producer() {
   }
   wake_.wake();
   attached_cv_.notify_all();
+  room_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
   Deferred deferred;
   {
@@ -287,6 +288,7 @@ void Producer::handle(Session& session, Message& message, Deferred& deferred) {
       session.claims.erase(it);
       --stats_.claims_outstanding;
       ++stats_.releases;
+      room_cv_.notify_all();
       return;
     }
     case MessageType::kFence: {
@@ -379,6 +381,7 @@ void Producer::drop(Session& session, const std::string& reason, bool problem, b
   }
   session.claims.clear();
   session.channel.close();
+  room_cv_.notify_all();
   deferred.detached.push_back({session.id, reason, problem});
   stats_.slots_retired += retired.size();
   if (!stopping_ && !retired.empty()) announce_retired(retired);
@@ -575,12 +578,34 @@ bool Producer::wait_for_consumer(int timeout_ms) {
   return !flushing_ && !stopping_ && stats_.consumers > 0;
 }
 
+Producer::Room Producer::wait_for_room(int timeout_ms) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  auto room = [this] {
+    for (const auto& entry : sessions_) {
+      const Session& s = *entry.second;
+      if (!s.ready || s.dead || s.broken || !s.has_caps) continue;
+      if (s.claims.size() >= s.max_in_flight) return false;
+    }
+    return true;
+  };
+  auto done = [&] { return flushing_ || stopping_ || room(); };
+  if (!done()) {
+    ++stats_.backpressure_waits;
+    if (timeout_ms < 0)
+      room_cv_.wait(lock, done);
+    else if (!room_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), done))
+      return Room::kTimeout;
+  }
+  return flushing_ || stopping_ ? Room::kFlushing : Room::kReady;
+}
+
 void Producer::set_flushing(bool flushing) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     flushing_ = flushing;
   }
   attached_cv_.notify_all();
+  room_cv_.notify_all();
 }
 
 ProducerStats Producer::stats() const {

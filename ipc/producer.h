@@ -55,9 +55,10 @@ struct SlotRef {
 };
 
 struct ProducerStats {
-  uint64_t frames_published = 0;  // publish() calls
-  uint64_t frames_sent = 0;       // FRAME messages delivered, summed over consumers
-  uint64_t frames_dropped = 0;    // frames a consumer did not get (max-in-flight, full socket)
+  uint64_t frames_published = 0;    // publish() calls
+  uint64_t frames_sent = 0;         // FRAME messages delivered, summed over consumers
+  uint64_t frames_dropped = 0;      // frames a consumer did not get (max-in-flight, full socket)
+  uint64_t backpressure_waits = 0;  // wait_for_room() calls that had to wait
   uint64_t releases = 0;
   uint64_t claims_outstanding = 0;
   uint64_t consumers = 0;        // attached now
@@ -107,6 +108,12 @@ class Producer {
 
   // Blocks until at least one consumer is attached; false on timeout or while flushing.
   bool wait_for_consumer(int timeout_ms);
+  // Backpressure: blocks until every attached consumer can take one more frame (it holds fewer
+  // than its max in flight), so that the next publish() reaches all of them. A consumer that
+  // stops releasing still leaves at release-timeout, which ends the wait. kFlushing: interrupted
+  // by set_flushing(true) or shutdown; kTimeout after timeout_ms (< 0: none).
+  enum class Room { kReady, kFlushing, kTimeout };
+  Room wait_for_room(int timeout_ms);
   void set_flushing(bool flushing);
 
   ProducerStats stats() const;
@@ -189,6 +196,7 @@ class Producer {
 
   mutable std::mutex mutex_;
   std::condition_variable attached_cv_;
+  std::condition_variable room_cv_;  // a claim ended or a consumer left
   bool stopping_ = false;
   bool flushing_ = false;
   bool eos_ = false;

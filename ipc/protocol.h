@@ -97,7 +97,10 @@ struct Frame {
   static constexpr uint32_t kDiscont = 1;
   static constexpr uint32_t kDeltaUnit = 2;
   static constexpr uint32_t kGap = 4;
-  static constexpr uint32_t kKnownFlags = kDiscont | kDeltaUnit | kGap;
+  // The producer's upstream is live (a camera): frames captured before a consumer's pipeline
+  // started are stale there. Since version 2.
+  static constexpr uint32_t kLive = 8;
+  static constexpr uint32_t kKnownFlags = kDiscont | kDeltaUnit | kGap | kLive;
   uint64_t generation = 0;
   uint32_t slot = 0;
   uint32_t flags = 0;

@@ -50,6 +50,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -466,11 +467,18 @@ void drain_errors(GstElement* pipeline) {
 
 int run_produce(const Args& a) {
   std::string unknown;
-  if (!a.only(
-          {"socket", "frames", "width", "height", "format", "fps", "pattern", "wait-for-consumer",
-           "record", "min-consumers", "lockstep", "max-in-flight", "release-timeout",
-           "stats-every-ms", "swap-uv", "timeout-s", "stop-grace-ms", "pool-size", "memory"},
-          &unknown)) {
+  if (!a.only({"socket",          "frames",
+               "width",           "height",
+               "format",          "fps",
+               "pattern",         "wait-for-consumer",
+               "record",          "min-consumers",
+               "lockstep",        "max-in-flight",
+               "release-timeout", "stats-every-ms",
+               "swap-uv",         "timeout-s",
+               "stop-grace-ms",   "pool-size",
+               "memory",          "backpressure",
+               "address-space-mb"},
+              &unknown)) {
     fprintf(stderr, "produce: unknown option --%s\n", unknown.c_str());
     return kExitUsage;
   }
@@ -482,6 +490,14 @@ int run_produce(const Args& a) {
   if (memory != "host" && memory != "cuda") {
     fprintf(stderr, "produce: --memory must be host or cuda\n");
     return kExitUsage;
+  }
+  if (a.has("address-space-mb")) {  // as `ulimit -v` would: makes slot allocations fail
+    rlimit limit{};
+    limit.rlim_cur = limit.rlim_max = static_cast<rlim_t>(a.num("address-space-mb", 0)) << 20;
+    if (::setrlimit(RLIMIT_AS, &limit) != 0) {
+      perror("setrlimit(RLIMIT_AS)");
+      return kExitUsage;
+    }
   }
   Producer p;
   const long frames = a.num("frames", 0);
@@ -502,12 +518,13 @@ int run_produce(const Args& a) {
       "videotestsrc name=src is-live=%s pattern=%s num-buffers=%ld ! "
       "capsfilter caps=\"video/x-raw,format=%s,width=%ld,height=%ld,framerate=%ld/1\" ! "
       "cudasink-ipc name=sink memory=%s socket-path=\"%s\" sync=%s max-in-flight=%lu "
-      "release-timeout=%ld wait-for-consumer=%s pool-size=%ld",
+      "release-timeout=%ld wait-for-consumer=%s pool-size=%ld backpressure=%s",
       p.live ? "true" : "false", a.str("pattern", "snow").c_str(), frames > 0 ? frames : -1,
       a.str("format", "I420").c_str(), a.num("width", 320), a.num("height", 240),
       p.live ? fps : 30L, memory.c_str(), a.str("socket").c_str(), p.live ? "true" : "false",
       static_cast<unsigned long>(p.max_in_flight), a.num("release-timeout", 2000),
-      a.has("wait-for-consumer") ? "true" : "false", a.num("pool-size", 6));
+      a.has("wait-for-consumer") ? "true" : "false", a.num("pool-size", 6),
+      a.str("backpressure", "auto").c_str());
   GError* error = nullptr;
   p.pipeline = gst_parse_launch(description, &error);
   g_free(description);
@@ -602,9 +619,10 @@ struct Held {
 
 int run_consume(const Args& a) {
   std::string unknown;
-  if (!a.only({"socket", "frames", "reconnect", "record", "hold-ms", "timeout-s", "max-in-flight",
-               "connect-timeout", "reconnect-interval", "stats-every-ms", "system-memory"},
-              &unknown)) {
+  if (!a.only(
+          {"socket", "frames", "reconnect", "record", "hold-ms", "timeout-s", "max-in-flight",
+           "connect-timeout", "reconnect-interval", "stats-every-ms", "system-memory", "sleep-us"},
+          &unknown)) {
     fprintf(stderr, "consume: unknown option --%s\n", unknown.c_str());
     return kExitUsage;
   }
@@ -630,10 +648,10 @@ int run_consume(const Args& a) {
   // frame into a buffer of its own (one DtoH copy) and releases the slot at once.
   gchar* description = g_strdup_printf(
       "cudasrc-ipc name=src socket-path=\"%s\" reconnect=%s max-in-flight=%ld "
-      "connect-timeout=%ld reconnect-interval=%ld ! "
+      "connect-timeout=%ld reconnect-interval=%ld ! identity sleep-time=%ld ! "
       "appsink name=sink sync=false enable-last-sample=false max-buffers=0%s",
       a.str("socket").c_str(), a.has("reconnect") ? "true" : "false", a.num("max-in-flight", 4),
-      a.num("connect-timeout", 5000), a.num("reconnect-interval", 50),
+      a.num("connect-timeout", 5000), a.num("reconnect-interval", 50), a.num("sleep-us", 0),
       a.has("system-memory") ? " caps=video/x-raw" : "");
   GError* error = nullptr;
   GstElement* pipeline = gst_parse_launch(description, &error);
@@ -907,10 +925,12 @@ int usage() {
           "          [--wait-for-consumer] [--record FILE] [--min-consumers K] [--lockstep]\n"
           "          [--max-in-flight M] [--release-timeout MS] [--pool-size N]\n"
           "          [--stats-every-ms MS] [--swap-uv] [--timeout-s T] [--stop-grace-ms MS]\n"
-          "          [--memory host|cuda]\n"
+          "          [--memory host|cuda] [--backpressure auto|block|drop]\n"
+          "          [--address-space-mb MB (ulimit -v)]\n"
           "  consume --socket PATH [--frames N (0: until EOS)] [--reconnect] [--record FILE]\n"
           "          [--hold-ms M] [--timeout-s T] [--max-in-flight M] [--connect-timeout MS]\n"
           "          [--reconnect-interval MS] [--stats-every-ms MS] [--system-memory]\n"
+          "          [--sleep-us US (identity sleep-time: a slow consumer)]\n"
           "  raw-hello --socket PATH [--version V] [--timeout-ms T]\n"
           "  fake-producer --socket PATH [--version V] [--timeout-ms T]\n");
   return kExitUsage;

@@ -260,10 +260,10 @@ TEST_F(TwoProcess, WaitForConsumerHoldsFramesUntilOneAttaches) {
   const std::string pstats = prod.last("STATS ").value_or("");
   EXPECT_EQ(stat_of(pstats, "frames-rendered"), kFrames) << pstats;
   EXPECT_EQ(stat_of(pstats, "frames-dropped"), 0u) << pstats;
-  // PTS are not compared here: this unpaced producer's timestamps (running time since its own
-  // start) lie before the late consumer's start, where cudasrc-ipc clamps them to 0.
+  // This unpaced (not live) producer's timestamps lie before the late consumer's start: they
+  // keep their spacing (issue 17, defect 7: they all used to come out as 0).
   expect_same_frames(read_records(path("produced.txt")), read_records(path("received.txt")),
-                     kFrames, "consumer", /*check_pts=*/false);
+                     kFrames, "consumer", /*check_pts=*/true);
 }
 
 // Failure semantics, consumer killed: the producer sees the hang-up, takes that consumer's claims
@@ -594,6 +594,103 @@ TEST_F(TwoProcess, HealthyConsumerDropsSlotsRetiredUnderAStuckOne) {
   const std::string stats = stop_producer(prod);
   EXPECT_GE(stat_of(stats, "consumers-timed-out").value_or(0), 6u) << stats;
   EXPECT_GE(stat_of(stats, "retire-notices").value_or(0), 6u) << stats;
+}
+
+// Issue 17, lossless delivery: a non-live producer (a file, here an unpaced test source) with the
+// default backpressure=auto waits for a slow consumer instead of skipping it, so all 2,000
+// frames arrive bit-exact, in order, with their timestamps' spacing.
+TEST_F(TwoProcess, NonLiveFramesAllReachASlowConsumer) {
+  const std::string sock = path("lossless.sock");
+  constexpr size_t kFrames = 2000;
+  Process& prod = producer(
+      "producer", {"--socket", sock, "--frames", std::to_string(kFrames), "--fps", "0",
+                   "--wait-for-consumer", "--record", path("produced.txt"), "--timeout-s", "120"});
+  Process& cons =
+      consumer("consumer", {"--socket", sock, "--frames", std::to_string(kFrames), "--sleep-us",
+                            "2000", "--record", path("received.txt"), "--timeout-s", "120"});
+  EXPECT_EQ(cons.wait_exit(seconds(120)), std::optional<int>(0));
+  EXPECT_EQ(prod.wait_exit(kExitTimeout), std::optional<int>(0));
+  const std::string pstats = prod.last("STATS ").value_or("");
+  EXPECT_EQ(stat_of(pstats, "frames-rendered"), kFrames) << pstats;
+  EXPECT_EQ(stat_of(pstats, "frames-dropped"), 0u) << pstats;
+  EXPECT_GT(stat_of(pstats, "backpressure-waits").value_or(0), 0u)
+      << "the consumer is slower than the producer; the producer should have waited: " << pstats;
+  expect_same_frames(read_records(path("produced.txt")), read_records(path("received.txt")),
+                     kFrames, "consumer");
+}
+
+// With a live source, backpressure=auto keeps today's behaviour: a slow consumer is skipped and
+// slows neither the source nor the other consumer.
+TEST_F(TwoProcess, LiveSourceIsNotSlowedByASlowConsumer) {
+  const std::string sock = path("live.sock");
+  Process& prod = producer("producer", {"--socket", sock, "--fps", "60", "--stats-every-ms", "200",
+                                        "--timeout-s", "60"});
+  Process& fast = consumer("fast", {"--socket", sock, "--timeout-s", "60"});
+  Process& slow = consumer("slow", {"--socket", sock, "--sleep-us", "50000", "--timeout-s", "60"});
+  ASSERT_TRUE(fast.wait_frames(5, kEventTimeout));
+  ASSERT_TRUE(slow.wait_frames(2, kEventTimeout));
+  const size_t fast_before = fast.frames(), slow_before = slow.frames();
+  std::this_thread::sleep_for(seconds(3));
+  const size_t fast_got = fast.frames() - fast_before, slow_got = slow.frames() - slow_before;
+  EXPECT_GE(fast_got, 150u) << "the fast consumer was slowed down (60 fps for 3 s)";
+  EXPECT_LE(slow_got, 80u) << "the slow consumer (20 fps) cannot have taken every frame";
+  fast.signal(SIGINT);
+  slow.signal(SIGINT);
+  EXPECT_EQ(fast.wait_exit(kExitTimeout), std::optional<int>(0));
+  EXPECT_EQ(slow.wait_exit(kExitTimeout), std::optional<int>(0));
+  const std::string stats = stop_producer(prod);
+  EXPECT_EQ(stat_of(stats, "backpressure-waits"), 0u) << stats;
+  EXPECT_GT(stat_of(stats, "frames-dropped").value_or(0), 0u) << stats;
+}
+
+// backpressure=block with a consumer that stops (SIGSTOP): the producer waits, but only until
+// release-timeout evicts the stopped consumer; then it streams on to the other consumer.
+TEST_F(TwoProcess, BlockingProducerRecoversFromAStoppedConsumerAtReleaseTimeout) {
+  const std::string sock = path("block.sock");
+  Process& prod = producer(
+      "producer", {"--socket", sock, "--fps", "30", "--backpressure", "block", "--release-timeout",
+                   "500", "--stats-every-ms", "100", "--timeout-s", "60"});
+  Process& good = consumer("good", {"--socket", sock, "--timeout-s", "60"});
+  Process& stopped = consumer("stopped", {"--socket", sock, "--timeout-s", "60"});
+  ASSERT_TRUE(good.wait_frames(5, kEventTimeout));
+  ASSERT_TRUE(stopped.wait_frames(5, kEventTimeout));
+  stopped.signal(SIGSTOP);
+  const auto evicted = prod.wait_line_after(
+      prod.line_count(), "STATS-TICK",
+      [](const std::string& l) { return stat_of(l, "consumers-timed-out").value_or(0) >= 1; },
+      kEventTimeout);
+  ASSERT_TRUE(evicted) << "the stopped consumer was never evicted";
+  const size_t good_at_eviction = good.frames();
+  EXPECT_TRUE(good.wait_frames(good_at_eviction + 30, kEventTimeout))
+      << "the producer did not stream on after the eviction";
+  stopped.signal(SIGCONT);
+  good.signal(SIGINT);
+  EXPECT_EQ(good.wait_exit(kExitTimeout), std::optional<int>(0));
+  stopped.signal(SIGINT);
+  stopped.wait_exit(kExitTimeout);
+  const std::string stats = stop_producer(prod);
+  EXPECT_GT(stat_of(stats, "backpressure-waits").value_or(0), 0u) << stats;
+}
+
+// Issue 17, defect 5: when slots cannot be allocated (here `ulimit -v` at 2.5 GB against a pool
+// of 64 8K frames), the user must read what ran out - the slot size, the pool and the system's
+// reason - instead of upstream's bare "not-negotiated".
+TEST_F(TwoProcess, OutOfMemoryForSlotsIsNamed) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer reserves more address space than the limit this test sets";
+#endif
+  const std::string sock = path("oom.sock");
+  Process& prod =
+      spawn("producer", "produce",
+            {"--socket", sock, "--frames", "5", "--fps", "0", "--width", "7680", "--height", "4320",
+             "--pool-size", "64", "--address-space-mb", "2500", "--timeout-s", "60"});
+  EXPECT_EQ(prod.wait_exit(kExitTimeout), std::optional<int>(2)) << prod.transcript();
+  const auto error = prod.first("ERROR");
+  ASSERT_TRUE(error) << prod.transcript();
+  EXPECT_TRUE(contains(*error, "Out of memory for shared frames")) << *error;
+  EXPECT_TRUE(contains(*error, "47.5 MiB")) << *error;
+  EXPECT_TRUE(contains(*error, "64 slots")) << *error;
+  EXPECT_TRUE(contains(*error, "Cannot allocate memory")) << *error;
 }
 
 }  // namespace

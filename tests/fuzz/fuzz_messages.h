@@ -66,7 +66,7 @@ inline cipc::Message typed_message(Input& in) {
       cipc::Frame m;
       m.generation = in.u8() % 4;
       m.slot = in.u16();
-      m.flags = in.u8() % 9;
+      m.flags = in.u8() % 17;
       m.sequence = in.u8();
       m.size = in.u32();
       m.n_planes = in.u8() % 6;

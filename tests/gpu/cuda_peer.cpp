@@ -69,6 +69,8 @@
 #include <thread>
 #include <vector>
 
+#include <cuda_runtime_api.h>
+
 #include "channel.h"
 #include "cuda_api.h"
 #include "cudaipc/gstcudaipcmemory.h"
@@ -91,6 +93,7 @@ struct Options {
       max_in_flight = 8;
   int pool_size = 8, consumers = 1;
   bool cpu_map = false;  // consume: read frames through gst_buffer_map() (the CPU fallback)
+  bool vandal = false;   // consume: try to write into each received frame (must fault)
   std::string gpu_uuid = "random";  // fake-producer: the GPU it claims to use
   long frames = 600;
 };
@@ -135,6 +138,8 @@ Options parse(int argc, char** argv) {
       o.hold_ms = std::stoi(v);
     else if (k == "--cpu-map")
       o.cpu_map = v == "1";
+    else if (k == "--vandal")
+      o.vandal = v == "1";
     else if (k == "--timeout-s")
       o.timeout_s = std::stoi(v);
     else if (k == "--max-in-flight")
@@ -658,6 +663,16 @@ int consume(const Options& o) {
         gst_buffer_unmap(b, &map);
       } else {
         if (!gst_cuda_ipc_memory_wait_ready(mem, stream.handle())) die("wait_ready");
+        if (o.vandal) {
+          // A buggy or hostile consumer writing into the producer's frame: the import is mapped
+          // read-only, so this must fail here rather than reach the other consumers.
+          cudaError_t e = cudaMemsetAsync(reinterpret_cast<void*>(ptr), 0xde, size_t(pitch) * rows,
+                                          static_cast<cudaStream_t>(stream.handle()));
+          if (e == cudaSuccess)
+            e = cudaStreamSynchronize(static_cast<cudaStream_t>(stream.handle()));
+          if (e != cudaSuccess) die(std::string("vandal write failed: ") + cudaGetErrorString(e));
+          printf("VANDALISED %ld\n", st.frames + 1);
+        }
         if (st.record)
           fprintf(st.record, "%llu %llu\n", (unsigned long long)GST_BUFFER_OFFSET(b),
                   (unsigned long long)checksum->run(ptr, pitch, row_bytes, rows, stream.handle()));

@@ -240,6 +240,39 @@ TEST_F(GpuTwoProcess, KilledConsumerLeavesProducerStreaming) {
   EXPECT_EQ(stat_of(pstats, "copies"), 0u) << pstats;
 }
 
+// Issue 17, defect 2: consumers import CUDA slots read-only. A consumer whose GPU work writes into
+// a frame faults in its own process (its CUDA context is lost, it reports the error); the
+// producer and another consumer keep streaming, and that consumer's frames stay exactly the
+// producer's.
+TEST_F(GpuTwoProcess, ConsumerWritingIntoAFrameFaultsAloneAndOthersStayBitExact) {
+  const std::string sock = path("vandal.sock");
+  Process& prod = producer("producer", {"--socket", sock, "--frames", "0", "--fps", "60"});
+  Process& good = consumer("good", {"--socket", sock, "--frames", "0"});
+  ASSERT_TRUE(good.wait_frames(10, kEventTimeout));
+  Process& vandal =
+      consumer("vandal", {"--socket", sock, "--frames", "0", "--vandal", "1", "--timeout-s", "60"});
+  EXPECT_EQ(vandal.wait_exit(seconds(60)), std::optional<int>(2)) << vandal.transcript();
+  EXPECT_EQ(vandal.count("VANDALISED"), 0u) << "a consumer wrote into the producer's frame";
+  const auto why = vandal.first("ERROR");
+  ASSERT_TRUE(why) << vandal.transcript();
+  EXPECT_TRUE(contains(*why, "vandal write failed")) << *why;
+
+  // The good consumer, attached all along, then records 120 more frames: all the producer's.
+  Process& check = consumer("check", {"--socket", sock, "--frames", "120", "--record",
+                                      path("check.txt"), "--timeout-s", "60"});
+  EXPECT_EQ(check.wait_exit(seconds(90)), std::optional<int>(0)) << check.transcript();
+  const auto records = read_records(path("check.txt"));
+  EXPECT_EQ(records.size(), 120u);
+  expect_frames_match_reference(records, 1920, 1080, "a consumer after the vandal");
+  const size_t good_frames = good.frames();
+  EXPECT_TRUE(good.wait_frames(good_frames + 30, kEventTimeout)) << "the good consumer stopped";
+  EXPECT_EQ(good.count("ERROR"), 0u) << good.transcript();
+  good.signal(SIGINT);
+  EXPECT_EQ(good.wait_exit(kExitTimeout), std::optional<int>(0));
+  const std::string pstats = stop_producer(prod);
+  EXPECT_EQ(stat_of(pstats, "claims-outstanding"), 0u) << pstats;
+}
+
 // Failure semantics, producer killed: the consumer ends with EOS within seconds, and the frames it
 // still held or had queued - imported memory of a process that no longer exists - are read after
 // the kill and are still exactly the producer's frames.

@@ -676,6 +676,39 @@ TEST_F(Elements, WaitForConsumerHoldsFramesAndUnlocksOnStop) {
   gst_object_unref(pipeline);
 }
 
+// backpressure=block waits in render for a consumer that holds every frame it may; stopping the
+// pipeline must end that wait at once (release-timeout=0: only unlock can end it).
+TEST_F(Elements, BlockedBackpressureWaitEndsOnStop) {
+  GstElement* pipeline = gst_parse_launch(
+      ("videotestsrc ! " + std::string(kCaps) +
+       " ! cudasink-ipc name=sink memory=host backpressure=block release-timeout=0 "
+       "max-in-flight=2 socket-path=" +
+       socket_)
+          .c_str(),
+      nullptr);
+  GstElement* sink = gst_bin_get_by_name(GST_BIN(pipeline), "sink");
+  gst_element_set_state(pipeline, GST_STATE_PLAYING);
+  ASSERT_TRUE(eventually([&] { return ::access(socket_.c_str(), F_OK) == 0; }));
+  // A consumer that takes frames and never releases them.
+  auto channel = cipc::Channel::connect(socket_);
+  ASSERT_TRUE(channel) << channel.error().message;
+  cipc::Hello hello;
+  hello.max_in_flight = 2;
+  ASSERT_EQ(channel->send(cipc::Message{hello}), cipc::IoResult::kOk);
+  EXPECT_TRUE(eventually([&] { return stat(sink, "claims-outstanding") == 2; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const guint64 rendered = stat(sink, "frames-rendered");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(stat(sink, "frames-rendered"), rendered) << "a blocking sink went on rendering";
+  EXPECT_GE(stat(sink, "backpressure-waits"), 1u);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(gst_element_set_state(pipeline, GST_STATE_NULL), GST_STATE_CHANGE_SUCCESS);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3))
+      << "stop must end the backpressure wait";
+  gst_object_unref(sink);
+  gst_object_unref(pipeline);
+}
+
 // Without a GPU (CI), or without the CUDA toolkit at build time, memory=cuda must fail at start
 // with a sentence that says why, on both elements - never crash, never hang.
 TEST_F(Elements, CudaMemoryWithoutAGpuIsAClearError) {

@@ -86,6 +86,45 @@ TEST_F(Glue, ConsumerRejectsLayoutsThatLeaveTheFrame) {
   EXPECT_TRUE(cipc_gst::validate_planes(no_layout_small, i420, &layout, &why));
 }
 
+// Issue 17, defect 7: frames captured before the consumer's pipeline started all came out with
+// PTS 0. A non-live producer's frames now keep their spacing (one shift for the connection); a
+// live producer's stale frames are dropped; either way timestamps stay strictly increasing.
+TEST_F(Glue, TimestampMapperKeepsSpacingOrDropsStaleLiveFrames) {
+  const GstClockTime base = 10 * GST_SECOND;
+  const uint64_t frame = 33333333;
+  cipc_gst::TimestampMapper m;
+  GstClockTime pts = 0, dts = 0, last = 0;
+  // Not live: 30 frames from 2 s before this pipeline's start, then on past it.
+  for (uint64_t k = 0; k < 90; ++k) {
+    const uint64_t mono = 8 * GST_SECOND + k * frame;
+    ASSERT_TRUE(m.map(mono, cipc::kNoTimestamp, false, base, 0, &pts, &dts));
+    EXPECT_EQ(pts, k * frame) << "frame " << k;
+    EXPECT_EQ(dts, GST_CLOCK_TIME_NONE);
+    if (k > 0) {
+      EXPECT_GT(pts, last);
+    }
+    last = pts;
+  }
+  EXPECT_EQ(m.shift(), 2 * GST_SECOND);
+  // A new connection starts a new timeline; a first frame after the start needs no shift.
+  m.reset();
+  ASSERT_TRUE(m.map(11 * GST_SECOND, 11 * GST_SECOND - 5, false, base, 0, &pts, &dts));
+  EXPECT_EQ(pts, GST_SECOND);
+  EXPECT_EQ(dts, GST_SECOND - 5);
+  EXPECT_EQ(m.shift(), 0u);
+
+  // Live: stale frames are refused, fresh ones keep their exact running time.
+  cipc_gst::TimestampMapper live;
+  EXPECT_FALSE(live.map(base - frame, cipc::kNoTimestamp, true, base, 0, &pts, &dts));
+  EXPECT_FALSE(live.map(base - 1, cipc::kNoTimestamp, true, base, 0, &pts, &dts));
+  ASSERT_TRUE(live.map(base + 7, cipc::kNoTimestamp, true, base, 0, &pts, &dts));
+  EXPECT_EQ(pts, 7u);
+  EXPECT_EQ(live.shift(), 0u);
+  // No timestamp stays none, live or not.
+  ASSERT_TRUE(live.map(cipc::kNoTimestamp, cipc::kNoTimestamp, true, base, 0, &pts, &dts));
+  EXPECT_EQ(pts, GST_CLOCK_TIME_NONE);
+}
+
 TEST_F(Glue, TimestampsCrossThroughMonotonicExactly) {
   GstClock* clock = gst_system_clock_obtain();  // monotonic by default
   EXPECT_EQ(cipc_gst::monotonic_offset(clock), 0);

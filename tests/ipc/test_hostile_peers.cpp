@@ -178,6 +178,10 @@ class HostilePeers : public ::testing::Test {
     for (size_t i = 0; i < kSlotBytes; ++i) p[i] = pattern(seed, i);
     Frame f;
     f.size = kSlotBytes;
+    // The producer's I/O thread must have read the good consumer's earlier RELEASEs, or a busy
+    // machine makes it look as if the good consumer held max-in-flight frames.
+    ASSERT_TRUE(
+        eventually([&] { return producer_->stats().releases >= good_->stats().releases_sent; }));
     ASSERT_GE(producer_->publish(SlotRef{1, index, slots_[index].get()}, f,
                                  std::make_shared<Hold>(holds_destroyed_)),
               1u);
