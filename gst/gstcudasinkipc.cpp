@@ -618,7 +618,9 @@ static GstFlowReturn gst_cuda_sink_ipc_render(GstBaseSink* sink, GstBuffer* buff
   }
 
   cipc::Frame frame;
-  frame.flags = wire_flags(buffer) | (live ? cipc::Frame::kLive : 0);
+  // A producer that holds frames for its consumers (wait-for-consumer) gives up liveness on the
+  // wire: consumers keep those frames, shifted in time, instead of dropping them as stale.
+  frame.flags = wire_flags(buffer) | (live && !wait ? cipc::Frame::kLive : 0);
   GstClock* clock = gst_element_get_clock(GST_ELEMENT(self));
   const GstClockTime base_time = gst_element_get_base_time(GST_ELEMENT(self));
   const gint64 offset = p.clock_offset.get(clock);

@@ -286,17 +286,21 @@ TEST_F(Gpu, VmmCreateExportImportSameProcess) {
   std::cout << "[          ] created at " << ptr_str(a.ptr()) << ", imported at "
             << ptr_str(b.ptr()) << ", " << a.mapped_size() << " bytes mapped\n";
 
-  // Write through one mapping, read through the other, both ways.
+  // Write through the exporter's mapping, read through the import.
   ASSERT_OK(cc::launch_fill_pattern(a.ptr(), pitch, row_bytes, rows, 11, stream_.handle()));
   uint64_t got = 0;
   ASSERT_OK(gpu_checksum(0, b.ptr(), pitch, row_bytes, rows, stream_.handle(), &got));
   const std::vector<uint8_t> want11 = expected_pattern(pitch, row_bytes, rows, 11, 0);
   EXPECT_EQ(got, cc::image_checksum_cpu(want11.data(), pitch, row_bytes, rows));
 
-  ASSERT_OK(cc::launch_fill_pattern(b.ptr(), pitch, row_bytes, rows, 12, stream_.handle()));
-  ASSERT_OK(gpu_checksum(0, a.ptr(), pitch, row_bytes, rows, stream_.handle(), &got));
+  ASSERT_OK(cc::launch_fill_pattern(a.ptr(), pitch, row_bytes, rows, 12, stream_.handle()));
+  ASSERT_OK(gpu_checksum(0, b.ptr(), pitch, row_bytes, rows, stream_.handle(), &got));
   const std::vector<uint8_t> want12 = expected_pattern(pitch, row_bytes, rows, 12, 0);
   EXPECT_EQ(got, cc::image_checksum_cpu(want12.data(), pitch, row_bytes, rows));
+  // Imports are read-only for this process's GPU work (a write through `b` would fault and take
+  // this test's context with it: tests/gpu checks that in a process of its own).
+  EXPECT_TRUE(b.read_only()) << "this driver refused a read-only mapping";
+  EXPECT_FALSE(a.read_only());
 
   // The creator's handle survives the importer's cuMemRelease: it can still export.
   int fd2 = -1;

@@ -693,4 +693,24 @@ TEST_F(TwoProcess, OutOfMemoryForSlotsIsNamed) {
   EXPECT_TRUE(contains(*error, "Cannot allocate memory")) << *error;
 }
 
+// Issue 17, defect 7, live side: a consumer attaching to a live producer gets strictly increasing
+// timestamps; frames captured before its pipeline started are dropped as stale, not set to 0.
+TEST_F(TwoProcess, LiveTimestampsLeaveTheConsumerStrictlyIncreasing) {
+  const std::string sock = path("livepts.sock");
+  Process& prod = producer("producer", {"--socket", sock, "--fps", "60", "--timeout-s", "60"});
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const std::string record = path("live-" + std::to_string(attempt) + ".txt");
+    Process& cons = consumer("consumer-" + std::to_string(attempt),
+                             {"--socket", sock, "--frames", "40", "--record", record});
+    EXPECT_EQ(cons.wait_exit(kExitTimeout), std::optional<int>(0));
+    const auto records = read_records(record);
+    ASSERT_EQ(records.size(), 40u);
+    for (size_t i = 1; i < records.size(); ++i) {
+      ASSERT_TRUE(records[i].pts && records[i - 1].pts);
+      EXPECT_GT(*records[i].pts, *records[i - 1].pts) << "attempt " << attempt << " frame " << i;
+    }
+  }
+  stop_producer(prod);
+}
+
 }  // namespace
