@@ -172,6 +172,23 @@ Status set_device(int ordinal) {
   return Status::ok();
 }
 
+Status primary_context(int ordinal, void** context, int* driver_device) {
+  if (!context || !driver_device) return invalid("primary_context: null output");
+  const detail::DriverApi* d = nullptr;
+  CIPC_RETURN_IF_ERROR(detail::driver_api(&d));
+  DeviceScope scope;
+  CIPC_ENTER_DEVICE(scope, ordinal, /*for_driver=*/true);
+  CIPC_CUDA_TRY(cudaFree(nullptr));  // makes the runtime create the primary context now
+  CUcontext ctx = nullptr;
+  CIPC_CUDA_TRY(d->cuCtxGetCurrent(&ctx));
+  CUdevice dev = 0;
+  CIPC_CUDA_TRY(d->cuDeviceGet(&dev, ordinal));
+  if (!ctx) return invalid("primary_context: no context is current after initialising the device");
+  *context = ctx;
+  *driver_device = static_cast<int>(dev);
+  return Status::ok();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Stream
 

@@ -66,6 +66,11 @@ int find_device(const Uuid& uuid);
 // thread that may not have it current.
 Status set_device(int ordinal);
 
+// The device's primary context - the one the CUDA runtime, and so all of this project's CUDA
+// work, runs in - as driver handles (CUcontext, CUdevice), for sharing it with other libraries
+// (GStreamer's GstCudaContext). The context stays alive for the process.
+Status primary_context(int ordinal, void** context, int* driver_device);
+
 // A non-blocking CUDA stream on one device.
 class Stream {
  public:

@@ -75,6 +75,7 @@ void load(Loaded* l) {
   CIPC_LOOKUP(cuMemMap)
   CIPC_LOOKUP(cuMemUnmap)
   CIPC_LOOKUP(cuMemSetAccess)
+  CIPC_LOOKUP(cuCtxGetCurrent)
 #undef CIPC_LOOKUP
   l->api = api;
   l->status = Status::ok();

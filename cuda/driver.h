@@ -34,6 +34,7 @@ struct DriverApi {
   PFN_cuMemMap_v10020 cuMemMap = nullptr;
   PFN_cuMemUnmap_v10020 cuMemUnmap = nullptr;
   PFN_cuMemSetAccess_v10020 cuMemSetAccess = nullptr;
+  PFN_cuCtxGetCurrent_v4000 cuCtxGetCurrent = nullptr;
 };
 
 // The table, loaded on first use (thread-safe, once per process; the outcome, success or

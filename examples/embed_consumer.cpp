@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-// Embedding the consumer in an application: frames from a cudasink-ipc in another process, read
-// in place through appsink. Keeping a GstSample keeps the producer's slot claimed; dropping it
-// releases the slot - there is no other API to call.
+// Embedding the consumer in an application, the CPU fallback: frames from a cudasink-ipc in
+// another process, mapped on the CPU through appsink. Host-memory frames (memory=host) are read
+// in place; mapping a CUDA frame costs one device-to-host copy per map. For CUDA frames the
+// recommended way is embed_cuda_kernel.cpp: the application's own kernel reads them in place, no
+// copy (docs/embedding.md compares the ways in). Keeping a GstSample keeps the producer's slot
+// claimed; dropping it releases the slot - there is no other API to call.
 //
 //   embed-consumer [SOCKET_PATH] [FRAMES]
 #include <gst/app/gstappsink.h>

@@ -81,19 +81,19 @@ GstMemory* private_copy_of(cipc_slots::PrivateCopies& copies, cipc::ReceivedFram
 }
 
 bool download_into(cipc::ReceivedFrame& frame, const GstVideoInfo& layout, GstBuffer* dst,
-                   const GstVideoInfo& dst_info, cipc_cuda::StreamHandle stream,
-                   std::string* error) {
+                   const GstVideoInfo& dst_info, cipc_cuda::StreamHandle stream, std::string* error,
+                   GstMapFlags map_flags) {
   cipc_slots::CudaSlotMemory* slot = cipc_slots::cuda_slot_of(frame.slot->memory.get());
   if (slot == nullptr) {
     *error = "the frame is not in CUDA memory";
     return false;
   }
   GstVideoFrame out;
-  if (!gst_video_frame_map(&out, &dst_info, dst, GST_MAP_WRITE)) {
+  if (!gst_video_frame_map(&out, &dst_info, dst, map_flags)) {
     *error = "could not map a downstream buffer";
     return false;
   }
-  if (gst_buffer_n_memory(dst) == 1)
+  if (map_flags == GST_MAP_WRITE && gst_buffer_n_memory(dst) == 1)
     register_host_memory_once(gst_buffer_peek_memory(dst, 0), out.map[0].data, out.map[0].size);
   cipc_cuda::Status s = slot->wait_ready(stream);
   if (s) s = copy_planes_async(layout, planes_of(out), planes_at(slot->ptr(), layout), stream);

@@ -47,8 +47,11 @@ GstMemory* private_copy_of(cipc_slots::PrivateCopies& copies, cipc::ReceivedFram
 
 // System memory downstream: one device-to-host copy of `frame` (planes laid out as `layout`)
 // into `dst`, a buffer of `dst_info`, on `stream`; waits for it, then drops the frame's claim.
+// `map_flags` other than GST_MAP_WRITE (GStreamer's CUDA memory: GST_MAP_WRITE | GST_MAP_CUDA)
+// map `dst` as device memory: the copy is then device-to-device, and still waited for, since
+// GStreamer 1.22's CUDA memory carries no stream for downstream to order its work after.
 bool download_into(cipc::ReceivedFrame& frame, const GstVideoInfo& layout, GstBuffer* dst,
-                   const GstVideoInfo& dst_info, cipc_cuda::StreamHandle stream,
-                   std::string* error);
+                   const GstVideoInfo& dst_info, cipc_cuda::StreamHandle stream, std::string* error,
+                   GstMapFlags map_flags = GST_MAP_WRITE);
 
 }  // namespace cipc_gst

@@ -35,6 +35,7 @@
 #include "device.h"
 #endif
 #include "channel.h"
+#include "cudainterop.h"
 #include "elementtype.h"
 #include "enums.h"
 #include "framing.h"
@@ -138,6 +139,14 @@ class SinkObserver final : public cipc::ProducerObserver {
 // Everything the element owns, in one place; members clean up after themselves.
 struct SinkPrivate {
   explicit SinkPrivate(GstElement* element) : observer(element) {}
+#ifdef CIPC_HAVE_GST_CUDA
+  ~SinkPrivate() {
+    gst_clear_object(&gst_cuda_context);
+  }
+  // Shared with nvcodec elements (context queries, set_context); kept across state changes.
+  GstCudaContext* gst_cuda_context = nullptr;
+  std::mutex gst_cuda_context_lock;
+#endif
 
   Settings settings;  // under the object lock
   SinkObserver observer;
@@ -155,6 +164,7 @@ struct SinkPrivate {
 
   std::atomic<guint64> frames_rendered{0};
   std::atomic<guint64> copies{0};
+  std::atomic<guint64> device_copies{0};    // of them: GstCudaMemory copied on the GPU
   std::atomic<guint64> pool_generation{0};  // mirrors pools->generation() for the stats
   std::atomic<guint64> pool_rollovers{0};
 
@@ -180,11 +190,18 @@ struct _GstCudaSinkIpc {
   SinkPrivate* priv;
 };
 
+// With GStreamer's CUDA library, nvcodec's memory:CUDAMemory too: copied once on the GPU.
+#ifdef CIPC_HAVE_GST_CUDA
+#define CIPC_SINK_GST_CUDA_CAPS \
+  GST_VIDEO_CAPS_MAKE_WITH_FEATURES(GST_CAPS_FEATURE_MEMORY_CUDA_MEMORY, GST_VIDEO_FORMATS_ALL) ";"
+#else
+#define CIPC_SINK_GST_CUDA_CAPS
+#endif
 static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE(
     "sink", GST_PAD_SINK, GST_PAD_ALWAYS,
     GST_STATIC_CAPS(GST_VIDEO_CAPS_MAKE_WITH_FEATURES(
-        GST_CAPS_FEATURE_MEMORY_CUDA_IPC,
-        GST_VIDEO_FORMATS_ALL) ";" GST_VIDEO_CAPS_MAKE(GST_VIDEO_FORMATS_ALL)));
+        GST_CAPS_FEATURE_MEMORY_CUDA_IPC, GST_VIDEO_FORMATS_ALL) ";" CIPC_SINK_GST_CUDA_CAPS
+                        GST_VIDEO_CAPS_MAKE(GST_VIDEO_FORMATS_ALL)));
 
 CIPC_DEFINE_ELEMENT_TYPE(GstCudaSinkIpc, gst_cuda_sink_ipc, GST_TYPE_BASE_SINK, "GstCudaSink-ipc")
 GST_ELEMENT_REGISTER_DEFINE(cudasink_ipc, "cudasink-ipc", GST_RANK_NONE, GST_TYPE_CUDA_SINK_IPC)
@@ -206,11 +223,12 @@ static GstStructure* make_stats(GstCudaSinkIpc* self) {
   return gst_structure_new(
       "cudasink-ipc-stats", "frames-rendered", G_TYPE_UINT64, p.frames_rendered.load(),
       "frames-sent", G_TYPE_UINT64, ps.frames_sent, "frames-dropped", G_TYPE_UINT64,
-      ps.frames_dropped, "copies", G_TYPE_UINT64, p.copies.load(), "consumers", G_TYPE_UINT64,
-      ps.consumers, "consumers-total", G_TYPE_UINT64, ps.consumers_total, "consumers-timed-out",
-      G_TYPE_UINT64, ps.consumers_timed_out, "consumers-rejected", G_TYPE_UINT64,
-      ps.consumers_rejected, "releases", G_TYPE_UINT64, ps.releases, "claims-outstanding",
-      G_TYPE_UINT64, ps.claims_outstanding, "slots-exported", G_TYPE_UINT64, ps.slots_exported,
+      ps.frames_dropped, "copies", G_TYPE_UINT64, p.copies.load(), "device-copies", G_TYPE_UINT64,
+      p.device_copies.load(), "consumers", G_TYPE_UINT64, ps.consumers, "consumers-total",
+      G_TYPE_UINT64, ps.consumers_total, "consumers-timed-out", G_TYPE_UINT64,
+      ps.consumers_timed_out, "consumers-rejected", G_TYPE_UINT64, ps.consumers_rejected,
+      "releases", G_TYPE_UINT64, ps.releases, "claims-outstanding", G_TYPE_UINT64,
+      ps.claims_outstanding, "slots-exported", G_TYPE_UINT64, ps.slots_exported,
       "backpressure-waits", G_TYPE_UINT64, ps.backpressure_waits, "slots-retired", G_TYPE_UINT64,
       ps.slots_retired, "retire-notices", G_TYPE_UINT64, ps.retire_notices, "pool-generation",
       G_TYPE_UINT64, p.pool_generation.load(), "pool-rollovers", G_TYPE_UINT64,
@@ -453,6 +471,10 @@ static gboolean gst_cuda_sink_ipc_propose_allocation(GstBaseSink* sink, GstQuery
   // CUDA slots are only offered to upstream that writes CUDA memory: a CPU writer would go
   // through a staging copy on every map, which is slower than the counted upload in render().
   if (p.cuda_memory && !gst_cipc_caps_have_cuda_memory(caps)) return TRUE;
+#ifdef CIPC_HAVE_GST_CUDA
+  // nvcodec elements allocate GstCudaMemory from pools of their own; it is copied in render().
+  if (cipc_gst::caps_have_gst_cuda_memory(caps)) return TRUE;
+#endif
   // Offered even when need_pool is FALSE: writing into this pool is what avoids a copy.
   gst_query_add_allocation_pool(query, p.pools->pool(), GST_VIDEO_INFO_SIZE(&p.pools->info()),
                                 p.pools->pool_size(), 0);
@@ -470,6 +492,9 @@ static GstBuffer* copy_into_slot(GstCudaSinkIpc* self, GstBuffer* buffer) {
     return nullptr;
   }
   ++p.copies;
+#ifdef CIPC_HAVE_GST_CUDA
+  if (p.cuda_memory && cipc_gst::buffer_is_gst_cuda_memory(buffer)) ++p.device_copies;
+#endif
   return slot;
 }
 
@@ -549,6 +574,21 @@ static GstBuffer* frame_in_slot(GstCudaSinkIpc* self, GstBuffer* buffer,
   }
   if (copy_policy == GST_CIPC_REQUIRE_ZERO_COPY) {
     gchar* name = upstream_name(sink);
+#ifdef CIPC_HAVE_GST_CUDA
+    if (cipc_gst::buffer_is_gst_cuda_memory(buffer)) {
+      GST_ELEMENT_ERROR(
+          self, STREAM, FAILED,
+          ("Upstream element '%s' delivers GStreamer CUDA memory (memory:CUDAMemory) from a pool "
+           "of "
+           "its own, which other processes cannot import; copy-policy=require-zero-copy forbids "
+           "the one device-to-device copy per frame that sharing it takes.",
+           name),
+          ("Set copy-policy=copy-if-needed (the copy stays on the GPU), or put an element that "
+           "writes into cudasink-ipc's pool (memory:CUDAIPCMemory) upstream."));
+      g_free(name);
+      return nullptr;
+    }
+#endif
     GST_ELEMENT_ERROR(self, STREAM, FAILED,
                       ("Upstream element '%s' did not write into cudasink-ipc's shareable buffer "
                        "pool, and copy-policy=require-zero-copy forbids copying.",
@@ -561,6 +601,18 @@ static GstBuffer* frame_in_slot(GstCudaSinkIpc* self, GstBuffer* buffer,
   if (!p.warned_copy) {
     p.warned_copy = true;
     gchar* name = upstream_name(sink);
+#ifdef CIPC_HAVE_GST_CUDA
+    if (cipc_gst::buffer_is_gst_cuda_memory(buffer)) {
+      GST_ELEMENT_INFO(self, STREAM, FORMAT,
+                       ("Upstream element '%s' delivers GStreamer CUDA memory: every frame is "
+                        "copied once on the GPU into a shareable slot (device-copies in the "
+                        "'stats' property).",
+                        name),
+                       (nullptr));
+      g_free(name);
+      return copy_into_slot(self, buffer);
+    }
+#endif
     GST_ELEMENT_WARNING(self, STREAM, FORMAT,
                         ("Upstream element '%s' does not write into the shareable pool; every "
                          "frame is copied once (see the 'stats' property).",
@@ -674,6 +726,70 @@ static gboolean gst_cuda_sink_ipc_unlock_stop(GstBaseSink* sink) {
   return TRUE;
 }
 
+#ifdef CIPC_HAVE_GST_CUDA
+// The GPU of this element's CUDA work, for the GstCudaContext it shares.
+static int context_device(GstCudaSinkIpc* self) {
+  const int id = snapshot_settings(self).cuda_device_id;
+  return id < 0 ? 0 : id;
+}
+
+// nvcodec elements ask their neighbours for a "gst.cuda.context": they get the wrapper of our
+// primary context, created on first demand, so that the process has one context per device.
+static gboolean gst_cuda_sink_ipc_query(GstBaseSink* sink, GstQuery* query) {
+  auto* self = GST_CUDA_SINK_IPC(sink);
+  SinkPrivate& p = *self->priv;
+  if (GST_QUERY_TYPE(query) == GST_QUERY_CONTEXT && cipc_gst::cuda_context_sharing_enabled()) {
+    std::lock_guard<std::mutex> lock(p.gst_cuda_context_lock);
+    std::string why;
+    if (!p.gst_cuda_context)
+      p.gst_cuda_context = cipc_gst::shared_cuda_context(context_device(self), &why);
+    if (!p.gst_cuda_context) GST_DEBUG_OBJECT(self, "no CUDA context to share: %s", why.c_str());
+    if (cipc_gst::answer_cuda_context_query(GST_ELEMENT(self), query, p.gst_cuda_context))
+      return TRUE;
+  }
+  return GST_BASE_SINK_CLASS(gst_cuda_sink_ipc_parent_class)->query(sink, query);
+}
+
+static void gst_cuda_sink_ipc_set_context(GstElement* element, GstContext* context) {
+  auto* self = GST_CUDA_SINK_IPC(element);
+  {
+    std::lock_guard<std::mutex> lock(self->priv->gst_cuda_context_lock);
+    cipc_gst::set_cuda_context(element, context, context_device(self),
+                               &self->priv->gst_cuda_context);
+  }
+  GST_ELEMENT_CLASS(gst_cuda_sink_ipc_parent_class)->set_context(element, context);
+}
+
+// NULL -> READY runs before upstream elements open (sinks change state first): announcing the
+// context now lets a decoder further upstream find it even when it is not our neighbour.
+static GstStateChangeReturn gst_cuda_sink_ipc_change_state(GstElement* element,
+                                                           GstStateChange transition) {
+  auto* self = GST_CUDA_SINK_IPC(element);
+  if (transition == GST_STATE_CHANGE_NULL_TO_READY &&
+      snapshot_settings(self).memory == cipc::MemoryKind::kCuda) {
+    SinkPrivate& p = *self->priv;
+    GstCudaContext* context = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(p.gst_cuda_context_lock);
+      if (p.gst_cuda_context)
+        context = static_cast<GstCudaContext*>(gst_object_ref(p.gst_cuda_context));
+    }
+    bool primary = true;
+    std::string why;
+    // Outside the lock: it may post messages whose handlers query or set our context.
+    if (cipc_gst::ensure_cuda_context(element, context_device(self), &context, &primary, &why)) {
+      std::lock_guard<std::mutex> lock(p.gst_cuda_context_lock);
+      if (!p.gst_cuda_context) std::swap(p.gst_cuda_context, context);
+    } else {
+      GST_INFO_OBJECT(self, "not sharing a CUDA context with GStreamer's CUDA elements: %s",
+                      why.c_str());
+    }
+    gst_clear_object(&context);
+  }
+  return GST_ELEMENT_CLASS(gst_cuda_sink_ipc_parent_class)->change_state(element, transition);
+}
+#endif
+
 static void gst_cuda_sink_ipc_finalize(GObject* object) {
   delete GST_CUDA_SINK_IPC(object)->priv;
   G_OBJECT_CLASS(gst_cuda_sink_ipc_parent_class)->finalize(object);
@@ -773,7 +889,8 @@ static void gst_cuda_sink_ipc_class_init(GstCudaSinkIpcClass* klass) {
       object_class, PROP_STATS,
       g_param_spec_boxed("stats", "Statistics",
                          "frames-rendered, frames-sent (summed over consumers), frames-dropped, "
-                         "copies, consumers, consumers-total, consumers-timed-out, "
+                         "copies, device-copies (of them: GStreamer CUDA memory copied on the "
+                         "GPU), consumers, consumers-total, consumers-timed-out, "
                          "consumers-rejected, releases, claims-outstanding, slots-exported, "
                          "backpressure-waits (frames that waited for a consumer to release), "
                          "slots-retired (out of the pool after a consumer timed out), "
@@ -787,6 +904,11 @@ static void gst_cuda_sink_ipc_class_init(GstCudaSinkIpcClass* klass) {
       "gst-cudaipc developers");
   gst_element_class_add_static_pad_template(element_class, &sink_template);
 
+#ifdef CIPC_HAVE_GST_CUDA
+  sink_class->query = GST_DEBUG_FUNCPTR(gst_cuda_sink_ipc_query);
+  element_class->set_context = GST_DEBUG_FUNCPTR(gst_cuda_sink_ipc_set_context);
+  element_class->change_state = GST_DEBUG_FUNCPTR(gst_cuda_sink_ipc_change_state);
+#endif
   sink_class->start = GST_DEBUG_FUNCPTR(gst_cuda_sink_ipc_start);
   sink_class->stop = GST_DEBUG_FUNCPTR(gst_cuda_sink_ipc_stop);
   sink_class->set_caps = GST_DEBUG_FUNCPTR(gst_cuda_sink_ipc_set_caps);

@@ -39,6 +39,7 @@
 #include "cudaframes.h"
 #include "private_copies.h"
 #endif
+#include "cudainterop.h"
 #include "elementtype.h"
 #include "enums.h"
 #include "framing.h"
@@ -124,11 +125,18 @@ struct Window {
   uint64_t frames = 0;
 };
 
+#ifdef CIPC_HAVE_GST_CUDA
+constexpr int kMapCudaFlag = GST_MAP_CUDA;
+#else
+constexpr int kMapCudaFlag = 0;
+#endif
+
 // How frames leave the element, decided by the negotiated caps and io-mode.
 enum class Output {
   kShared,    // the producer's slot itself (host memory, or CUDA memory with io-mode=import)
   kCopy,      // a private device copy (CUDA memory, io-mode=copy)
   kDownload,  // one device-to-host copy into downstream's buffer (CUDA producer, system caps)
+  kGstCuda,   // one device-to-device copy into GStreamer CUDA memory (nvcodec downstream)
 };
 
 // The GPU side of a CUDA producer: the device found for it, a stream, and io-mode=copy's copies.
@@ -161,7 +169,19 @@ struct SrcPrivate {
   GstVideoInfo info;
   Window window;
 
-  ~SrcPrivate() { gst_clear_caps(&caps); }
+#ifdef CIPC_HAVE_GST_CUDA
+  // Shared with nvcodec elements (context queries, set_context); kept across state changes.
+  GstCudaContext* gst_cuda_context = nullptr;
+  std::mutex gst_cuda_context_lock;
+  ~SrcPrivate() {
+    gst_clear_caps(&caps);
+    gst_clear_object(&gst_cuda_context);
+  }
+#else
+  ~SrcPrivate() {
+    gst_clear_caps(&caps);
+  }
+#endif
 
   // The one cleanup path, for stop() and for a start() that failed.
   void teardown(GstObject* element) {
@@ -186,11 +206,18 @@ struct _GstCudaSrcIpc {
   SrcPrivate* priv;
 };
 
+// With GStreamer's CUDA library, nvcodec's memory:CUDAMemory too (one copy on the GPU).
+#ifdef CIPC_HAVE_GST_CUDA
+#define CIPC_SRC_GST_CUDA_CAPS \
+  GST_VIDEO_CAPS_MAKE_WITH_FEATURES(GST_CAPS_FEATURE_MEMORY_CUDA_MEMORY, GST_VIDEO_FORMATS_ALL) ";"
+#else
+#define CIPC_SRC_GST_CUDA_CAPS
+#endif
 static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE(
     "src", GST_PAD_SRC, GST_PAD_ALWAYS,
     GST_STATIC_CAPS(GST_VIDEO_CAPS_MAKE_WITH_FEATURES(
-        GST_CAPS_FEATURE_MEMORY_CUDA_IPC,
-        GST_VIDEO_FORMATS_ALL) ";" GST_VIDEO_CAPS_MAKE(GST_VIDEO_FORMATS_ALL)));
+        GST_CAPS_FEATURE_MEMORY_CUDA_IPC, GST_VIDEO_FORMATS_ALL) ";" CIPC_SRC_GST_CUDA_CAPS
+                        GST_VIDEO_CAPS_MAKE(GST_VIDEO_FORMATS_ALL)));
 
 CIPC_DEFINE_ELEMENT_TYPE(GstCudaSrcIpc, gst_cuda_src_ipc, GST_TYPE_PUSH_SRC, "GstCudaSrc-ipc")
 GST_ELEMENT_REGISTER_DEFINE(cudasrc_ipc, "cudasrc-ipc", GST_RANK_NONE, GST_TYPE_CUDA_SRC_IPC)
@@ -344,6 +371,10 @@ static GstCaps* output_caps(bool producer_cuda, GstCaps* producer_caps) {
   GstCaps* device = gst_caps_copy(producer_caps);
   gst_caps_set_features(device, 0,
                         gst_caps_features_new(GST_CAPS_FEATURE_MEMORY_CUDA_IPC, nullptr));
+#ifdef CIPC_HAVE_GST_CUDA
+  // After our own memory (zero copies), before system memory (a download).
+  gst_caps_append(device, cipc_gst::caps_with_gst_cuda_memory(producer_caps));
+#endif
   GstCaps* system = gst_caps_copy(producer_caps);
   GstStructure* st0 = gst_caps_get_structure(system, 0);
   const gchar* format = gst_structure_get_string(st0, "format");
@@ -389,10 +420,48 @@ static GstCaps* gst_cuda_src_ipc_get_caps(GstBaseSrc* src, GstCaps* filter) {
 
 // Downloads go into downstream's pool. Downstream without a pool (appsink, fakesink with system
 // caps) gets a video pool sized for the frame: GstBaseSrc's default would be sized 0.
+#ifdef CIPC_HAVE_GST_CUDA
+static int context_device(GstCudaSrcIpc* self);
+static GstCudaContext* our_gst_cuda_context(GstCudaSrcIpc* self);
+
+// GStreamer CUDA memory downstream: its GstCudaBufferPool if it offers one, else ours on the
+// shared context. Either way frames are copied into it on the GPU.
+static void decide_gst_cuda_pool(GstCudaSrcIpc* self, GstQuery* query, GstCaps* caps,
+                                 const GstVideoInfo& info) {
+  GstBufferPool* pool = nullptr;
+  guint size = 0, min = 0, max = 0;
+  const bool offered = gst_query_get_n_allocation_pools(query) > 0;
+  if (offered) gst_query_parse_nth_allocation_pool(query, 0, &pool, &size, &min, &max);
+  if (pool && !GST_IS_CUDA_BUFFER_POOL(pool)) gst_clear_object(&pool);
+  if (!pool) {
+    GstCudaContext* context = our_gst_cuda_context(self);
+    if (!context) return;  // left to basesrc: create() reports it
+    pool = gst_cuda_buffer_pool_new(context);
+    gst_object_unref(context);
+  }
+  size = MAX(size, static_cast<guint>(GST_VIDEO_INFO_SIZE(&info)));
+  GstStructure* config = gst_buffer_pool_get_config(pool);
+  gst_buffer_pool_config_set_params(config, caps, size, min, max);
+  gst_buffer_pool_config_add_option(config, GST_BUFFER_POOL_OPTION_VIDEO_META);
+  gst_buffer_pool_set_config(pool, config);
+  if (offered)
+    gst_query_set_nth_allocation_pool(query, 0, pool, size, min, max);
+  else
+    gst_query_add_allocation_pool(query, pool, size, min, max);
+  gst_object_unref(pool);
+}
+#endif
+
 static gboolean gst_cuda_src_ipc_decide_allocation(GstBaseSrc* src, GstQuery* query) {
   GstCaps* caps = nullptr;
   gst_query_parse_allocation(query, &caps, nullptr);
   GstVideoInfo info;
+#ifdef CIPC_HAVE_GST_CUDA
+  if (caps && cipc_gst::caps_have_gst_cuda_memory(caps) && gst_video_info_from_caps(&info, caps)) {
+    decide_gst_cuda_pool(GST_CUDA_SRC_IPC(src), query, caps, info);
+    return GST_BASE_SRC_CLASS(gst_cuda_src_ipc_parent_class)->decide_allocation(src, query);
+  }
+#endif
   if (caps && !gst_cipc_caps_have_cuda_memory(caps) && gst_video_info_from_caps(&info, caps)) {
     GstBufferPool* pool = nullptr;
     guint size = 0, min = 0, max = 0;
@@ -435,20 +504,69 @@ static gboolean gst_cuda_src_ipc_set_caps(GstBaseSrc* src, GstCaps* caps) {
   SrcPrivate& p = *self->priv;
   if (!gst_video_info_from_caps(&p.out_info, caps)) return FALSE;
   const bool device = gst_cipc_caps_have_cuda_memory(caps);
+  bool gst_cuda = false;
+#ifdef CIPC_HAVE_GST_CUDA
+  gst_cuda = cipc_gst::caps_have_gst_cuda_memory(caps);
+#endif
   p.output = !p.producer_cuda                       ? Output::kShared
+             : gst_cuda                             ? Output::kGstCuda
              : !device                              ? Output::kDownload
              : p.active.io_mode == GST_CIPC_IO_COPY ? Output::kCopy
                                                     : Output::kShared;
   GST_INFO_OBJECT(self, "output %s: %" GST_PTR_FORMAT,
-                  p.output == Output::kDownload ? "by download into downstream buffers"
-                  : p.output == Output::kCopy   ? "as private device copies"
-                                                : "in the producer's slots",
+                  p.output == Output::kDownload  ? "by download into downstream buffers"
+                  : p.output == Output::kGstCuda ? "as copies into GStreamer CUDA memory"
+                  : p.output == Output::kCopy    ? "as private device copies"
+                                                 : "in the producer's slots",
                   caps);
   return TRUE;
 }
 
+#ifdef CIPC_HAVE_GST_CUDA
+static int context_device(GstCudaSrcIpc* self) {
+  const int id = snapshot_settings(self).cuda_device_id;
+  return id < 0 ? 0 : id;
+}
+
+// The context this element shares (a new reference): one the application or a neighbour gave,
+// else the wrapper of our primary context, created on first demand.
+static GstCudaContext* our_gst_cuda_context(GstCudaSrcIpc* self) {
+  SrcPrivate& p = *self->priv;
+  std::lock_guard<std::mutex> lock(p.gst_cuda_context_lock);
+  std::string why;
+  if (!p.gst_cuda_context)
+    p.gst_cuda_context = cipc_gst::shared_cuda_context(context_device(self), &why);
+  if (!p.gst_cuda_context) {
+    GST_DEBUG_OBJECT(self, "no CUDA context to share: %s", why.c_str());
+    return nullptr;
+  }
+  return static_cast<GstCudaContext*>(gst_object_ref(p.gst_cuda_context));
+}
+
+static void gst_cuda_src_ipc_set_context(GstElement* element, GstContext* context) {
+  auto* self = GST_CUDA_SRC_IPC(element);
+  {
+    std::lock_guard<std::mutex> lock(self->priv->gst_cuda_context_lock);
+    cipc_gst::set_cuda_context(element, context, context_device(self),
+                               &self->priv->gst_cuda_context);
+  }
+  GST_ELEMENT_CLASS(gst_cuda_src_ipc_parent_class)->set_context(element, context);
+}
+#endif
+
 static gboolean gst_cuda_src_ipc_query(GstBaseSrc* src, GstQuery* query) {
   auto* self = GST_CUDA_SRC_IPC(src);
+#ifdef CIPC_HAVE_GST_CUDA
+  // nvcodec elements downstream (cudaconvert, cudadownload...) ask for a "gst.cuda.context":
+  // they get our primary context's wrapper, so the process keeps one context per device.
+  if (GST_QUERY_TYPE(query) == GST_QUERY_CONTEXT && cipc_gst::cuda_context_sharing_enabled()) {
+    GstCudaContext* context = our_gst_cuda_context(self);
+    const bool answered =
+        context && cipc_gst::answer_cuda_context_query(GST_ELEMENT(self), query, context);
+    gst_clear_object(&context);
+    if (answered) return TRUE;
+  }
+#endif
   if (GST_QUERY_TYPE(query) == GST_QUERY_LATENCY) {
     const Settings s = snapshot_settings(self);
     gst_query_set_latency(query, TRUE, s.processing_deadline, GST_CLOCK_TIME_NONE);
@@ -464,15 +582,33 @@ static GstFlowReturn no_slot_allocator(GstCudaSrcIpc* self) {
   return GST_FLOW_ERROR;
 }
 
+// The producer's caps string as caps. Flag-set fields (multiview-flags) only parse once their
+// GType exists in this process; should one still not parse, it is left out rather than the
+// whole format refused (consumers only need format, size, layout and rate).
+static GstCaps* parse_producer_caps(GstCudaSrcIpc* self, const std::string& text) {
+  (void)gst_video_multiview_flagset_get_type();
+  (void)gst_video_multiview_flags_get_type();
+  GstCaps* caps = gst_caps_from_string(text.c_str());
+  if (caps) return caps;
+  const size_t at = text.find(", multiview-flags=");
+  if (at == std::string::npos) return nullptr;
+  const size_t end = text.find(", ", at + 2);
+  const std::string without =
+      text.substr(0, at) + (end == std::string::npos ? "" : text.substr(end));
+  GST_WARNING_OBJECT(self, "caps did not parse; retrying without multiview-flags: %s",
+                     text.c_str());
+  return gst_caps_from_string(without.c_str());
+}
+
 static GstFlowReturn apply_caps(GstCudaSrcIpc* self, const cipc::Caps& message) {
   SrcPrivate& p = *self->priv;
-  GstCaps* caps = gst_caps_from_string(message.caps.c_str());
+  GstCaps* caps = parse_producer_caps(self, message.caps);
   GstVideoInfo info;
   if (!caps || !gst_video_info_from_caps(&info, caps)) {
     if (caps) gst_caps_unref(caps);
-    GST_ELEMENT_ERROR(self, STREAM, FORMAT,
-                      ("The producer announced a format that is not raw video."),
-                      ("caps: %s", message.caps.c_str()));
+    GST_ELEMENT_ERROR(
+        self, STREAM, FORMAT, ("The producer announced a format that is not raw video."),
+        ("caps (%s): %s", caps ? "not raw video" : "unreadable", message.caps.c_str()));
     return GST_FLOW_ERROR;
   }
   if (p.caps && gst_caps_is_equal(caps, p.caps)) {
@@ -536,7 +672,8 @@ static GstFlowReturn copy_on_device(GstCudaSrcIpc* self, cipc::ReceivedFrame& fr
 // System memory downstream (ximagesink...): one device-to-host copy per frame, written straight
 // into a buffer of downstream's pool.
 static GstFlowReturn download(GstCudaSrcIpc* self, cipc::ReceivedFrame& frame,
-                              const GstVideoInfo& layout, GstBuffer** out) {
+                              const GstVideoInfo& layout, GstBuffer** out,
+                              GstMapFlags map_flags = GST_MAP_WRITE) {
   SrcPrivate& p = *self->priv;
   GstBufferPool* pool = gst_base_src_get_buffer_pool(GST_BASE_SRC(self));
   GstBuffer* buffer = nullptr;
@@ -555,13 +692,17 @@ static GstFlowReturn download(GstCudaSrcIpc* self, cipc::ReceivedFrame& frame,
     return GST_FLOW_ERROR;
   }
   std::string error;
-  if (!cipc_gst::download_into(frame, layout, buffer, p.out_info, p.cuda.stream.handle(), &error)) {
+  if (!cipc_gst::download_into(frame, layout, buffer, p.out_info, p.cuda.stream.handle(), &error,
+                               map_flags)) {
     gst_buffer_unref(buffer);
     GST_ELEMENT_ERROR(self, RESOURCE, READ, ("Could not copy a frame from the GPU."),
                       ("%s", error.c_str()));
     return GST_FLOW_ERROR;
   }
-  ++p.counters.downloads;
+  if (map_flags == GST_MAP_WRITE)
+    ++p.counters.downloads;
+  else
+    ++p.counters.device_copies;
   *out = buffer;
   return GST_FLOW_OK;
 }
@@ -608,6 +749,10 @@ static GstFlowReturn make_buffer(GstCudaSrcIpc* self, cipc::ReceivedFrame& frame
 #ifdef CIPC_HAVE_CUDA
     case Output::kCopy: ret = copy_on_device(self, frame, &buffer); break;
     case Output::kDownload: ret = download(self, frame, layout, &buffer); break;
+    case Output::kGstCuda:
+      ret = download(self, frame, layout, &buffer,
+                     static_cast<GstMapFlags>(GST_MAP_WRITE | kMapCudaFlag));
+      break;
 #else
     default: ret = GST_FLOW_ERROR; break;
 #endif
@@ -733,6 +878,7 @@ static GstFlowReturn gst_cuda_src_ipc_create(GstPushSrc* push, GstBuffer** out) 
         GST_INFO_OBJECT(self, "producer sent EOS");
         return GST_FLOW_EOS;
       case cipc::ClientEvent::Kind::kInterrupted: return GST_FLOW_FLUSHING;
+      case cipc::ClientEvent::Kind::kTimeout: continue;  // next() without a limit: not seen
       case cipc::ClientEvent::Kind::kLost:
         GST_ELEMENT_WARNING(self, RESOURCE, READ,
                             ("Lost the producer at '%s' (%s); waiting for it to come back.",
@@ -840,14 +986,16 @@ static void gst_cuda_src_ipc_class_init(GstCudaSrcIpcClass* klass) {
           gst_cipc_io_mode_get_type(), DEFAULT_IO_MODE, rw_ready));
   g_object_class_install_property(
       object_class, PROP_STATS,
-      g_param_spec_boxed("stats", "Statistics",
-                         "frames-received, frames-skipped, frames-stale (frames of a live producer "
-                         "captured before this pipeline started: dropped), timestamp-shift-ns "
-                         "(added to a non-live producer's timestamps to keep them positive), "
-                         "slots-imported, slots-retired (imports dropped "
-                         "because the producer retired their slot), connects, "
-                         "caps-changes, latency-last-ns, downloads, device-copies",
-                         GST_TYPE_STRUCTURE, ro));
+      g_param_spec_boxed(
+          "stats", "Statistics",
+          "frames-received, frames-skipped, frames-stale (frames of a live producer "
+          "captured before this pipeline started: dropped), timestamp-shift-ns "
+          "(added to a non-live producer's timestamps to keep them positive), "
+          "slots-imported, slots-retired (imports dropped "
+          "because the producer retired their slot), connects, "
+          "caps-changes, latency-last-ns, downloads, device-copies (io-mode=copy, or "
+          "copies into GStreamer CUDA memory)",
+          GST_TYPE_STRUCTURE, ro));
 
   gst_element_class_set_static_metadata(
       element_class, "CUDA IPC source", "Source/Video/Hardware",
@@ -859,6 +1007,9 @@ static void gst_cuda_src_ipc_class_init(GstCudaSrcIpcClass* klass) {
   basesrc_class->stop = GST_DEBUG_FUNCPTR(gst_cuda_src_ipc_stop);
   basesrc_class->unlock = GST_DEBUG_FUNCPTR(gst_cuda_src_ipc_unlock);
   basesrc_class->unlock_stop = GST_DEBUG_FUNCPTR(gst_cuda_src_ipc_unlock_stop);
+#ifdef CIPC_HAVE_GST_CUDA
+  element_class->set_context = GST_DEBUG_FUNCPTR(gst_cuda_src_ipc_set_context);
+#endif
   basesrc_class->get_caps = GST_DEBUG_FUNCPTR(gst_cuda_src_ipc_get_caps);
   basesrc_class->negotiate = GST_DEBUG_FUNCPTR(gst_cuda_src_ipc_negotiate);
   basesrc_class->set_caps = GST_DEBUG_FUNCPTR(gst_cuda_src_ipc_set_caps);

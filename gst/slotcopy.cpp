@@ -7,6 +7,7 @@
 #include "cuda_slots.h"
 #include "cudaframes.h"
 #endif
+#include "cudainterop.h"
 
 namespace cipc_gst {
 
@@ -88,7 +89,13 @@ bool SlotCopier::cuda_copy(const GstVideoInfo& info, GstBuffer* buffer, GstBuffe
       status = cipc_cuda::Status::failure("waiting for the input frame on the GPU failed");
     src = planes_at(in_cuda->device_ptr + in_mem->offset, layout_of(info, buffer));
   } else if (status) {
-    mapped = gst_video_frame_map(&in, &info, buffer, GST_MAP_READ);
+    GstMapFlags flags = GST_MAP_READ;
+#ifdef CIPC_HAVE_GST_CUDA
+    // GStreamer's CUDA memory (nvcodec): mapped as device pointers, so the copy stays on the GPU.
+    if (buffer_is_gst_cuda_memory(buffer))
+      flags = static_cast<GstMapFlags>(GST_MAP_READ | GST_MAP_CUDA);
+#endif
+    mapped = gst_video_frame_map(&in, &info, buffer, flags);
     if (mapped)
       src = planes_of(in);
     else

@@ -36,7 +36,7 @@ bool ConsumerClient::pause() {
   return ::poll(&p, 1, ms) == 0;
 }
 
-ClientEvent ConsumerClient::attach() {
+ClientEvent ConsumerClient::attach(uint64_t deadline_ns) {
   ClientEvent out;
   const bool forever = config_.reconnect || config_.connect_timeout_ms == 0;
   const uint64_t deadline = monotonic_ns() + uint64_t(config_.connect_timeout_ms) * 1000000;
@@ -59,6 +59,10 @@ ClientEvent ConsumerClient::attach() {
       out.failure = transient ? ClientEvent::Failure::kNoProducer : ClientEvent::Failure::kRefused;
       out.error = e;
       out.after_loss = connects_ > 0;
+      return out;
+    }
+    if (monotonic_ns() >= deadline_ns) {
+      out.kind = ClientEvent::Kind::kTimeout;
       return out;
     }
     if (!pause()) return out;  // kInterrupted
@@ -85,9 +89,11 @@ ClientEvent ConsumerClient::lose(const ConsumerEvent& event) {
   return out;
 }
 
-ClientEvent ConsumerClient::next() {
-  if (!consumer_) return attach();
-  ConsumerEvent ev = consumer_->next(-1);
+ClientEvent ConsumerClient::next(int timeout_ms) {
+  const uint64_t deadline =
+      timeout_ms < 0 ? UINT64_MAX : monotonic_ns() + uint64_t(timeout_ms) * 1000000;
+  if (!consumer_) return attach(deadline);
+  ConsumerEvent ev = consumer_->next(timeout_ms);
   ClientEvent out;
   switch (ev.kind) {
     case ConsumerEvent::Kind::kCaps:
@@ -99,8 +105,8 @@ ClientEvent ConsumerClient::next() {
       out.frame = std::move(ev.frame);
       return out;
     case ConsumerEvent::Kind::kEos: out.kind = ClientEvent::Kind::kEos; return out;
-    case ConsumerEvent::Kind::kInterrupted:
-    case ConsumerEvent::Kind::kTimeout: return out;  // kInterrupted
+    case ConsumerEvent::Kind::kInterrupted: return out;  // kInterrupted
+    case ConsumerEvent::Kind::kTimeout: out.kind = ClientEvent::Kind::kTimeout; return out;
     case ConsumerEvent::Kind::kClosed:
     case ConsumerEvent::Kind::kError: break;
   }

@@ -31,6 +31,7 @@ struct ClientEvent {
     kEnded,        // no reconnect: the producer went away (error says how)
     kFailed,       // cannot continue; `failure` and error say why
     kInterrupted,  // the waker was set
+    kTimeout,      // next(timeout_ms): nothing came in time
   };
   enum class Failure {
     kNoProducer,    // nobody served the path within connect-timeout
@@ -54,8 +55,9 @@ class ConsumerClient {
   ConsumerClient(const ConsumerClient&) = delete;
   ConsumerClient& operator=(const ConsumerClient&) = delete;
 
-  // Attaches when not attached, then waits for what comes next.
-  ClientEvent next();
+  // Attaches when not attached, then waits for what comes next; timeout_ms < 0: no limit (the
+  // connect timeout still applies while attaching).
+  ClientEvent next(int timeout_ms = -1);
   // Says BYE (frames still held stay valid until released).
   void disconnect();
 
@@ -67,7 +69,7 @@ class ConsumerClient {
   uint64_t slots_retired() const;  // imports dropped on the producer's RETIRE
 
  private:
-  ClientEvent attach();
+  ClientEvent attach(uint64_t deadline_ns);
   ClientEvent lose(const ConsumerEvent& event);
   // Sleeps the reconnect interval unless the waker is set first; false when it was.
   bool pause();

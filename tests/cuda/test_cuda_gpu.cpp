@@ -524,15 +524,17 @@ int child_main(int sock) {
                     req.row_bytes) != 0)
       return fail("child: row " + std::to_string(r) + " differs from the parent's pattern");
   }
-  // Write back a new pattern for the parent.
+  // Try to write a new pattern into the parent's memory: the import is read-only, so the write
+  // must fault here (it takes this child's context with it) and never reach the parent.
   st = cc::launch_fill_pattern(mem.ptr(), req.pitch, req.row_bytes, req.rows, req.new_seed,
                                stream.handle());
   if (st.is_ok()) st = stream.synchronize();
-  if (!st.is_ok()) return fail("child fill: " + st.message());
+  if (st.is_ok()) return fail("child: wrote into an import that should be read-only");
   reply.ok = 1;
   reply.checksum = sum;
-  std::snprintf(reply.message, sizeof(reply.message), "child: imported at %s on device %d",
-                ptr_str(mem.ptr()).c_str(), device);
+  std::snprintf(reply.message, sizeof(reply.message),
+                "child: imported at %s on device %d; its write was refused (%.120s)",
+                ptr_str(mem.ptr()).c_str(), device, st.message().c_str());
   return send(sock, &reply, sizeof(reply), MSG_NOSIGNAL) == sizeof(reply) ? 0 : 1;
 }
 
@@ -598,11 +600,11 @@ TEST_F(Gpu, ChildProcessImportsOverSocket) {
 
   const std::vector<uint8_t> want21 = expected_pattern(pitch, row_bytes, rows, 21, 0);
   EXPECT_EQ(reply.checksum, cc::image_checksum_cpu(want21.data(), pitch, row_bytes, rows));
-  // The child's write is visible here; the child has exited and unmapped by now.
+  // The child's attempted write did not land: the memory still holds the parent's pattern.
   uint64_t sum = 0;
   ASSERT_OK(gpu_checksum(0, mem.ptr(), pitch, row_bytes, rows, stream_.handle(), &sum));
-  const std::vector<uint8_t> want22 = expected_pattern(pitch, row_bytes, rows, 22, 0);
-  EXPECT_EQ(sum, cc::image_checksum_cpu(want22.data(), pitch, row_bytes, rows));
+  EXPECT_EQ(sum, cc::image_checksum_cpu(want21.data(), pitch, row_bytes, rows))
+      << "a consumer process wrote into the producer's memory";
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -62,6 +62,7 @@
 #include <vector>
 
 #include "channel.h"
+#include "crc32.h"
 #include "protocol.h"
 #include "waker.h"
 
@@ -159,20 +160,7 @@ class Args {
 // ---------------------------------------------------------------------------------------------
 // Checksums over visible pixels
 
-uint32_t crc32_update(uint32_t crc, const uint8_t* data, size_t n) {
-  static const auto table = [] {
-    std::vector<uint32_t> t(256);
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      t[i] = c;
-    }
-    return t;
-  }();
-  crc = ~crc;
-  for (size_t i = 0; i < n; ++i) crc = table[(crc ^ data[i]) & 0xff] ^ (crc >> 8);
-  return ~crc;
-}
+using cipc_test::crc32_update;
 
 // CRC-32 of the visible bytes of every plane, row by row, in plane order. Offsets and strides
 // come from the buffer's GstVideoMeta when it has one (gst_video_frame_map), so two buffers that

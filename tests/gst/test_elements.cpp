@@ -676,6 +676,36 @@ TEST_F(Elements, WaitForConsumerHoldsFramesAndUnlocksOnStop) {
   gst_object_unref(pipeline);
 }
 
+// Issue 13: with GStreamer's CUDA library both elements speak nvcodec's memory:CUDAMemory (the
+// sink takes it in, copied once on the GPU; the source gives it to cudaconvert & co.); without
+// it they must not claim to.
+TEST_F(Elements, PadTemplatesOfferGstCudaMemoryExactlyWhenBuiltWithInterop) {
+#ifdef CIPC_HAVE_GST_CUDA
+  const bool expected = true;
+#else
+  const bool expected = false;
+#endif
+  for (const char* factory : {"cudasink-ipc", "cudasrc-ipc"}) {
+    GstElement* e = gst_element_factory_make(factory, nullptr);
+    ASSERT_NE(e, nullptr) << factory;
+    GstPad* pad =
+        gst_element_get_static_pad(e, g_str_equal(factory, "cudasink-ipc") ? "sink" : "src");
+    GstCaps* templ = gst_pad_get_pad_template_caps(pad);
+    GstCaps* queried = gst_pad_query_caps(pad, nullptr);
+    for (GstCaps* caps : {templ, queried}) {
+      bool found = false;
+      for (guint i = 0; i < gst_caps_get_size(caps); ++i)
+        found = found ||
+                gst_caps_features_contains(gst_caps_get_features(caps, i), "memory:CUDAMemory");
+      EXPECT_EQ(found, expected) << factory << ": " << gst_caps_to_string(caps);
+    }
+    gst_caps_unref(templ);
+    gst_caps_unref(queried);
+    gst_object_unref(pad);
+    gst_object_unref(e);
+  }
+}
+
 // backpressure=block waits in render for a consumer that holds every frame it may; stopping the
 // pipeline must end that wait at once (release-timeout=0: only unlock can end it).
 TEST_F(Elements, BlockedBackpressureWaitEndsOnStop) {

@@ -64,6 +64,33 @@ def main():
         if not any(os.path.isfile(os.path.join(d, "gst/cudaipc/gstcudaipcmemory.h")) for d in dirs):
             return fail("pkg-config's -I flags (" + cflags.stdout.strip() + ") do not find the header")
 
+        # libcudaipc: the library (by soname), its header and pkg-config file; a C program
+        # compiles and links against the staged copy through pkg-config alone.
+        lib_so = staged(os.path.join(libdir, "libcudaipc.so.0"))
+        c_header = staged(os.path.join(includedir, "cudaipc/cudaipc.h"))
+        c_pc = staged(os.path.join(libdir, "pkgconfig/cudaipc.pc"))
+        for what, path in (("libcudaipc.so.0", lib_so), ("cudaipc/cudaipc.h", c_header),
+                           ("cudaipc.pc", c_pc)):
+            if not os.path.exists(path):
+                return fail(f"no {what} at {os.path.relpath(path, dest)}")
+        flags = subprocess.run(["pkg-config", "--cflags", "--libs", "cudaipc"], env=env,
+                               capture_output=True, text=True)
+        if flags.returncode != 0:
+            return fail("pkg-config --cflags --libs cudaipc failed: " + flags.stderr)
+        program = os.path.join(dest, "uses_cudaipc.c")
+        with open(program, "w") as f:
+            f.write("#include <cudaipc/cudaipc.h>\n#include <stdio.h>\n"
+                    "int main(void) { printf(\"%s\\n\", cudaipc_version()); return 0; }\n")
+        compiled = subprocess.run(["cc", program, "-o", program + ".bin"] + flags.stdout.split(),
+                                  capture_output=True, text=True)
+        if compiled.returncode != 0:
+            return fail("a C program does not build against the installed libcudaipc:\n" +
+                        compiled.stderr)
+        ran = subprocess.run([program + ".bin"], capture_output=True, text=True,
+                             env=dict(os.environ, LD_LIBRARY_PATH=os.path.dirname(lib_so)))
+        if ran.returncode != 0 or not ran.stdout.strip():
+            return fail("the program linked against libcudaipc does not run: " + ran.stderr)
+
         # The installed copy, and only it: no GST_PLUGIN_PATH into the build, a fresh registry.
         env = dict(os.environ, GST_PLUGIN_PATH=os.path.dirname(plugin),
                    GST_REGISTRY=os.path.join(dest, "registry.bin"))
@@ -73,7 +100,8 @@ def main():
             return fail("gst-inspect-1.0 cannot load the installed plugin:\n" + inspect.stderr)
         elements = sorted(set(re.findall(r"^\s+(\S+): ", inspect.stdout, re.M)))
         print(f"check_install: plugin -> {plugins_dir}, header -> {includedir}/gstreamer-1.0, "
-              f"pkg-config -> {libdir}/pkgconfig; installed plugin loads "
+              f"pkg-config -> {libdir}/pkgconfig; libcudaipc {ran.stdout.strip()} links; "
+              f"installed plugin loads "
               f"({', '.join(e for e in elements if e not in ('Name', 'Description'))})")
     return 0
 

@@ -1,0 +1,411 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""The Python module cudaipc (python/cudaipc) against real producer processes, in host memory.
+
+Each test starts `cudaipc-e2e-peer produce` (videotestsrc ! cudasink-ipc memory=host, non-live:
+the sink's backpressure delivers every frame to the reader) with --record, which writes, per
+frame, `index pts duration offset crc32` (crc32 over the visible bytes of every plane, row by
+row). Frames read through NumPy views of the producer's memory must checksum the same, in the
+same order.
+
+Environment (tests/python/meson.build sets it): CUDAIPC_LIBRARY (the built libcudaipc),
+PYTHONPATH (python/), CUDAIPC_PEER (the peer), GST_PLUGIN_PATH (the built plugin).
+Needs NumPy: without it the test fails (it does not skip) and says how to install it.
+"""
+
+import ctypes
+import gc
+import os
+import queue
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import zlib
+
+try:
+    import numpy
+except ImportError:
+    sys.exit(f"test_cudaipc: NumPy is not importable by {sys.executable}. scripts/install-deps "
+             f"installs it (Debian's python3-numpy, for /usr/bin/python3); then reconfigure the "
+             f"build (meson setup --reconfigure BUILD) so that the test runs with an interpreter "
+             f"that has it.")
+
+import cudaipc
+from cudaipc import _capi, _dlpack
+
+PEER = os.environ.get("CUDAIPC_PEER", "")
+START_TIMEOUT_S = 60  # a producer's first start may scan the GStreamer registry
+FRAME_TIMEOUT_MS = 10000  # a frame that is coming
+NO_FRAME_TIMEOUT_MS = 300  # a frame that must not come
+
+
+def visible_crc(arrays):
+    """CRC-32 of the arrays' bytes, row by row, in order: what the peer's --record writes."""
+    crc = 0
+    for array in arrays:
+        crc = zlib.crc32(numpy.ascontiguousarray(array).tobytes(), crc)
+    return crc
+
+
+def read_record(path):
+    """The producer's record: a list of (offset, duration, crc32) per frame, in order."""
+    frames = []
+    with open(path) as record:
+        for line in record:
+            index, _pts, duration, offset, crc = line.split()
+            assert int(index) == len(frames), f"record index {index} out of order"
+            frames.append((None if offset == "none" else int(offset),
+                           None if duration == "none" else int(duration), int(crc, 16)))
+    return frames
+
+
+class Producer:
+    """A `cudaipc-e2e-peer produce` process serving `socket`."""
+
+    def __init__(self, directory, name, fmt="BGRA", width=64, height=48, frames=8,
+                 pattern="snow", extra=()):
+        self.socket = os.path.join(directory, name + ".sock")
+        self.record = os.path.join(directory, name + ".record")
+        self.stderr_path = os.path.join(directory, name + ".stderr")
+        command = [PEER, "produce", "--socket", self.socket, "--frames", str(frames),
+                   "--fps", "0", "--wait-for-consumer", "--format", fmt, "--width", str(width),
+                   "--height", str(height), "--pattern", pattern, "--record", self.record,
+                   "--release-timeout", "30000", *extra]
+        self.lines = queue.Queue()
+        with open(self.stderr_path, "w") as stderr:
+            self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr,
+                                            text=True)
+        threading.Thread(target=self._read_stdout, daemon=True).start()
+        self.wait_line("LISTENING")
+
+    def _read_stdout(self):
+        for line in self.process.stdout:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def wait_line(self, prefix, timeout_s=START_TIMEOUT_S):
+        deadline = time.monotonic() + timeout_s
+        seen = []
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            seen.append(line)
+            if line.startswith(prefix):
+                return line
+        raise AssertionError(f"the producer did not print {prefix} within {timeout_s} s; it "
+                             f"printed {seen}; stderr: {self.stderr()}")
+
+    def stderr(self):
+        with open(self.stderr_path) as stderr:
+            return stderr.read()[-2000:]
+
+    def finish(self, timeout_s=30):
+        """Waits for the producer to exit by itself; returns its record."""
+        try:
+            code = self.process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"the producer did not exit within {timeout_s} s") from None
+        assert code == 0, f"the producer exited with {code}: {self.stderr()}"
+        return read_record(self.record)
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.process.stdout.close()
+
+
+class CudaipcTest(unittest.TestCase):
+    def setUp(self):
+        self.assertTrue(PEER and os.access(PEER, os.X_OK),
+                        f"CUDAIPC_PEER must name the cudaipc-e2e-peer executable, not {PEER!r}")
+        self.directory = tempfile.mkdtemp(prefix="cudaipc-python-")
+        self.addCleanup(shutil.rmtree, self.directory, ignore_errors=True)
+        self._count = 0
+
+    def producer(self, **kwargs):
+        self._count += 1
+        producer = Producer(self.directory, f"p{self._count}", **kwargs)
+        self.addCleanup(producer.stop)
+        return producer
+
+    def reader(self, producer, **kwargs):
+        reader = cudaipc.Reader(producer.socket, **kwargs)
+        self.addCleanup(reader.close)
+        return reader
+
+    def next_frame(self, reader):
+        frame = reader.next(FRAME_TIMEOUT_MS)
+        self.assertIsNotNone(frame, f"no frame within {FRAME_TIMEOUT_MS} ms")
+        return frame
+
+    # -- frames, bit-exact ------------------------------------------------------------------
+
+    def test_frames_are_bit_exact_in_order(self):
+        # format, width, height, pattern (SMPTE bars: chroma that is not flat), and the shapes
+        # of the planes' arrays
+        cases = [
+            ("BGRA", 64, 48, "snow", [(48, 64, 4)]),
+            ("RGB", 63, 47, "snow", [(47, 63, 3)]),  # rows padded to 4 bytes
+            ("GRAY8", 63, 47, "snow", [(47, 63)]),
+            ("GRAY16_LE", 63, 47, "snow", [(47, 63)]),
+            ("NV12", 64, 48, "smpte", [(48, 64), (24, 32, 2)]),
+            ("I420", 63, 47, "smpte", [(47, 63), (24, 32), (24, 32)]),  # odd: chroma rounds up
+        ]
+        for fmt, width, height, pattern, shapes in cases:
+            with self.subTest(format=fmt):
+                producer = self.producer(fmt=fmt, width=width, height=height, frames=8,
+                                         pattern=pattern)
+                reader = self.reader(producer)
+                received = []
+                for frame in reader:  # until EndOfStream
+                    with frame:
+                        self.assertEqual((frame.format, frame.width, frame.height, frame.memory),
+                                         (fmt, width, height, "host"))
+                        planes = frame.planes
+                        self.assertEqual([plane.shape for plane in planes], shapes)
+                        arrays = [numpy.asarray(plane) for plane in planes]
+                        for plane, array in zip(planes, arrays):
+                            self.assertEqual(array.shape, plane.shape)
+                            self.assertEqual(array.strides[0], plane.stride)
+                            self.assertFalse(array.flags.writeable)
+                            # in place: the array is the producer's memory
+                            self.assertEqual(array.__array_interface__["data"][0],
+                                             frame.data_ptr + plane.offset)
+                        if len(shapes) == 1:  # packed: the frame itself is the array
+                            whole = numpy.asarray(frame)
+                            self.assertEqual(whole.shape, shapes[0])
+                            self.assertEqual(whole.__array_interface__["data"][0], frame.data_ptr)
+                        self.assertEqual(arrays[0].dtype,
+                                         numpy.dtype("<u2" if fmt == "GRAY16_LE" else "u1"))
+                        received.append((frame.offset, frame.duration_ns, visible_crc(arrays)))
+                        del arrays, planes
+                sent = producer.finish()
+                self.assertEqual(len(sent), 8)
+                self.assertEqual(received, sent)
+                self.assertEqual(reader.stats["frames_held"], 0)
+
+    # -- lifetimes ----------------------------------------------------------------------------
+
+    def test_with_frame_releases(self):
+        producer = self.producer(frames=4)
+        reader = self.reader(producer)
+        with self.next_frame(reader) as frame:
+            self.assertEqual(reader.stats["frames_held"], 1)
+            self.assertFalse(frame.released)
+        self.assertTrue(frame.released)
+        self.assertEqual(reader.stats["frames_held"], 0)
+        frame.release()  # idempotent
+        with self.assertRaisesRegex(ValueError, "released"):
+            numpy.asarray(frame)
+        self.assertEqual(reader.stats["frames_released"], 1)
+
+    def test_last_array_reference_releases_and_in_flight_limit(self):
+        gc.disable()  # released by reference counting alone: no cycle may keep a frame
+        self.addCleanup(gc.enable)
+        producer = self.producer(frames=10)
+        reader = self.reader(producer, max_in_flight=2)
+        first = numpy.asarray(self.next_frame(reader))  # the Frame lives on in the array
+        second_frame = self.next_frame(reader)
+        plane = second_frame.planes[0]  # an array of a plane keeps the frame too
+        second = numpy.asarray(plane)
+        del second_frame, plane
+        self.assertEqual(reader.stats["frames_held"], 2)
+        # Holding max_in_flight frames: nothing more arrives, next() times out (no deadlock).
+        self.assertIsNone(reader.next(NO_FRAME_TIMEOUT_MS))
+        first_copy = first.copy()
+        del first
+        self.assertEqual(reader.stats["frames_held"], 1)
+        third = self.next_frame(reader)  # frames flow again
+        self.assertEqual(third.offset, 2)
+        self.assertFalse(numpy.array_equal(first_copy, numpy.asarray(third)))
+        del second
+        del third
+        self.assertEqual(reader.stats["frames_held"], 0)
+
+    def test_frames_outlive_the_reader(self):
+        producer = self.producer(frames=3)
+        reader = self.reader(producer)
+        frame = self.next_frame(reader)
+        crc = visible_crc([numpy.asarray(frame)])
+        reader.close()
+        self.assertEqual(visible_crc([numpy.asarray(frame)]), crc)
+        self.assertEqual(reader.stats["frames_held"], 1)  # as it was when closed
+        frame.release()
+        with self.assertRaises(ValueError):
+            reader.next(0)
+
+    # -- DLPack -----------------------------------------------------------------------------
+
+    def test_dlpack_on_host(self):
+        if not hasattr(numpy, "from_dlpack"):
+            self.skipTest(f"NumPy {numpy.__version__} has no from_dlpack (needs 1.22 or later)")
+        gc.disable()
+        self.addCleanup(gc.enable)
+        producer = self.producer(fmt="NV12", frames=10, pattern="smpte")
+        reader = self.reader(producer)
+        frame = self.next_frame(reader)
+        self.assertEqual(frame.__dlpack_device__(), (1, 0))
+        luma, chroma = frame.planes
+        luma_array = numpy.from_dlpack(luma)
+        chroma_array = numpy.from_dlpack(chroma)
+        self.assertEqual(luma_array.__array_interface__["data"][0], frame.data_ptr)  # zero-copy
+        self.assertEqual(chroma_array.__array_interface__["data"][0],
+                         frame.data_ptr + chroma.offset)
+        self.assertEqual(chroma_array.shape, (24, 32, 2))
+        self.assertEqual(chroma_array.strides, (chroma.stride, 2, 1))
+        self.assertEqual(visible_crc([luma_array, chroma_array]),
+                         visible_crc([numpy.asarray(luma), numpy.asarray(chroma)]))
+        del frame, luma, chroma
+        self.assertEqual(reader.stats["frames_held"], 1)  # the DLPack arrays hold it
+        del luma_array
+        self.assertEqual(reader.stats["frames_held"], 1)
+        del chroma_array  # the last one: the deleter drops the frame
+        self.assertEqual(reader.stats["frames_held"], 0)
+        self.assertEqual(_dlpack.live_exports(), 0)
+
+        # A capsule nobody consumes: its destructor releases the frame.
+        frame = self.next_frame(reader)
+        capsule = frame.planes[0].__dlpack__()
+        del frame
+        self.assertEqual(reader.stats["frames_held"], 1)
+        del capsule
+        self.assertEqual(reader.stats["frames_held"], 0)
+        self.assertEqual(_dlpack.live_exports(), 0)
+
+        # A capsule freed while an exception is being raised (C code that fails, then drops
+        # it): the frame is released all the same, and the exception is reported, not lost.
+        def frames_then_failure():
+            yield self.next_frame(reader).planes[0].__dlpack__()
+            raise KeyError("the consumer failed")
+
+        reported = []
+        hook = sys.unraisablehook
+        sys.unraisablehook = lambda unraisable: reported.append(unraisable.exc_value)
+        try:
+            with self.assertRaises(BaseException):
+                list(frames_then_failure())  # list() drops what it built, with the error set
+        finally:
+            sys.unraisablehook = hook
+        self.assertEqual([repr(e) for e in reported], [repr(KeyError("the consumer failed"))])
+        self.assertEqual(reader.stats["frames_held"], 0)
+        self.assertEqual(_dlpack.live_exports(), 0)
+
+    def test_dlpack_packed_frame(self):
+        if not hasattr(numpy, "from_dlpack"):
+            self.skipTest(f"NumPy {numpy.__version__} has no from_dlpack (needs 1.22 or later)")
+        producer = self.producer(fmt="GRAY16_LE", width=63, height=47, frames=3)
+        reader = self.reader(producer)
+        frame = self.next_frame(reader)
+        array = numpy.from_dlpack(frame)
+        self.assertEqual((array.shape, array.dtype), ((47, 63), numpy.dtype("<u2")))
+        self.assertEqual(array.strides, (frame.planes[0].stride, 2))
+        self.assertTrue(numpy.array_equal(array, numpy.asarray(frame)))
+
+    # -- errors -----------------------------------------------------------------------------
+
+    def test_no_producer(self):
+        path = os.path.join(self.directory, "nobody-serves-this.sock")
+        started = time.monotonic()
+        with self.assertRaises(cudaipc.NoProducerError) as caught:
+            cudaipc.Reader(path, connect_timeout_ms=200)
+        self.assertLess(time.monotonic() - started, 5)
+        error = caught.exception
+        self.assertIsInstance(error, cudaipc.Error)
+        self.assertEqual(error.status, cudaipc.ERROR_NO_PRODUCER)
+        self.assertEqual(error.status_name, "no producer")
+        self.assertIn(path, str(error))
+
+    def test_invalid_options(self):
+        with self.assertRaises(ValueError):
+            cudaipc.Reader(os.path.join(self.directory, "x.sock"), memory="gpu")
+        with self.assertRaises(cudaipc.InvalidArgumentError) as caught:  # the library's check
+            cudaipc.Reader(os.path.join(self.directory, "x.sock"), max_in_flight=0)
+        self.assertEqual(caught.exception.status, cudaipc.ERROR_INVALID_ARGUMENT)
+        self.assertIn("max_in_flight", str(caught.exception))
+
+    def test_planar_frame_as_array_names_planes(self):
+        producer = self.producer(fmt="NV12", frames=3)
+        reader = self.reader(producer)
+        frame = self.next_frame(reader)
+        for use in (numpy.asarray, lambda f: f.__array_interface__, lambda f: f.__dlpack__()):
+            with self.assertRaisesRegex(TypeError, r"planes\[i\]"):
+                use(frame)
+        self.assertFalse(hasattr(frame, "__cuda_array_interface__"))  # host memory
+        self.assertEqual(numpy.asarray(frame.planes[0]).shape, (48, 64))
+
+    def test_struct_layout_matches_the_library(self):
+        options = _capi.spare_struct(_capi.ReaderOptions)
+        _capi.lib().cudaipc_reader_options_init(options)
+        self.assertEqual(options.struct_size, ctypes.sizeof(_capi.ReaderOptions))
+        self.assertEqual((options.max_in_flight, options.connect_timeout_ms, options.cuda_device,
+                          options.reconnect_interval_ms), (4, 5000, -1, 100))
+        self.assertTrue(cudaipc.library_version())
+
+    # -- threads ----------------------------------------------------------------------------
+
+    def idle_producer(self):
+        """A producer that accepts a reader but sends nothing: it waits for a second consumer."""
+        return self.producer(frames=3, extra=("--min-consumers", "2"))
+
+    def wait_until_blocked(self, reader, thread):
+        """Until `thread` waits inside reader.next() (it holds the reader's call lock there)."""
+        deadline = time.monotonic() + 10
+        while not reader._call_lock.locked():
+            self.assertTrue(thread.is_alive(), "the thread ended before waiting for a frame")
+            self.assertLess(time.monotonic(), deadline, "the thread never waited for a frame")
+            time.sleep(0.01)
+        time.sleep(0.2)
+        self.assertTrue(thread.is_alive(), "next() returned with no frame to return")
+
+    def test_interrupt_ends_a_blocking_next(self):
+        producer = self.idle_producer()
+        reader = self.reader(producer)
+        outcome = []
+
+        def blocked():
+            try:
+                reader.next()  # no timeout
+                outcome.append("returned")
+            except cudaipc.Interrupted as e:
+                outcome.append(e.status)
+
+        thread = threading.Thread(target=blocked)
+        thread.start()
+        self.wait_until_blocked(reader, thread)
+        reader.interrupt()
+        thread.join(5)
+        self.assertFalse(thread.is_alive(), "interrupt() did not end next()")
+        self.assertEqual(outcome, [cudaipc.INTERRUPTED])
+
+        # Iterating ends quietly on interrupt().
+        frames = []
+        thread = threading.Thread(target=lambda: frames.extend(reader))
+        thread.start()
+        self.wait_until_blocked(reader, thread)
+        reader.interrupt()
+        thread.join(5)
+        self.assertFalse(thread.is_alive(), "interrupt() did not end the iteration")
+        self.assertEqual(frames, [])
+
+        # close() from another thread ends next() too.
+        outcome.clear()
+        thread = threading.Thread(target=blocked)
+        thread.start()
+        self.wait_until_blocked(reader, thread)
+        reader.close()
+        thread.join(5)
+        self.assertFalse(thread.is_alive(), "close() did not end next()")
+        self.assertEqual(outcome, [cudaipc.INTERRUPTED])
+        self.assertTrue(reader.closed)
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
