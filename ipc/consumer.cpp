@@ -82,8 +82,17 @@ Result<std::unique_ptr<Consumer>> Consumer::connect(const ConsumerConfig& config
   hello.gpu_uuid = config.gpu_uuid;
   hello.pid = static_cast<uint32_t>(::getpid());
   std::string error;
-  if (link->channel.send(Message{hello}, nullptr, 0, &error) != IoResult::kOk)
+  if (link->channel.send(Message{hello}, nullptr, 0, &error) != IoResult::kOk) {
+    // A producer that refuses at once (e.g. out of descriptors) may have closed before our
+    // HELLO went out; its ERROR saying why is still queued for us.
+    Packet last;
+    if (link->channel.receive(last) == IoResult::kOk) {
+      DecodeResult said = decode(last.bytes.data(), last.bytes.size());
+      if (said && said.message().type() == MessageType::kError)
+        return from_error_message(std::get<ErrorMessage>(said.message().body));
+    }
     return Error{ErrorCode::kClosed, "the producer closed the connection: " + error};
+  }
 
   const uint64_t deadline = monotonic_ns() + uint64_t(config.handshake_timeout_ms) * 1000000;
   Packet packet;
