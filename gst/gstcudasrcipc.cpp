@@ -126,9 +126,9 @@ struct Window {
 };
 
 #ifdef CIPC_HAVE_GST_CUDA
-constexpr int kMapCudaFlag = GST_MAP_CUDA;
+[[maybe_unused]] constexpr int kMapCudaFlag = GST_MAP_CUDA;
 #else
-constexpr int kMapCudaFlag = 0;
+[[maybe_unused]] constexpr int kMapCudaFlag = 0;
 #endif
 
 // How frames leave the element, decided by the negotiated caps and io-mode.
