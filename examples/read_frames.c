@@ -29,7 +29,6 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include "cudaipc.h"
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
@@ -37,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "cudaipc.h"
 
 enum {
   EXIT_DONE = 0,

@@ -80,12 +80,12 @@ typedef enum {
 #define CUDAIPC_FRAME_LIVE 8u       /* the producer's source is live */
 
 typedef struct {
-  size_t struct_size;             /* set by cudaipc_reader_options_init(); lets it grow */
-  const char* socket_path;        /* NULL: the elements' per-user default */
-  cudaipc_memory memory;          /* what to accept (ANY) */
-  int cuda_device;                /* -1: the producer's GPU, found by UUID */
-  uint32_t max_in_flight;         /* frames held at once, 1..64 (4) */
-  uint32_t connect_timeout_ms;    /* to find a producer at open (5000); 0: wait forever */
+  size_t struct_size;          /* set by cudaipc_reader_options_init(); lets it grow */
+  const char* socket_path;     /* NULL: the elements' per-user default */
+  cudaipc_memory memory;       /* what to accept (ANY) */
+  int cuda_device;             /* -1: the producer's GPU, found by UUID */
+  uint32_t max_in_flight;      /* frames held at once, 1..64 (4) */
+  uint32_t connect_timeout_ms; /* to find a producer at open (5000); 0: wait forever */
   int reconnect; /* wait for a producer again when it goes away (0); open() then waits for one
                     however long it takes, as cudasrc-ipc reconnect=true does */
   uint32_t reconnect_interval_ms; /* between attempts (100) */

@@ -17,8 +17,8 @@
 #include "client.h"
 #include "consumer_backend.h"
 #include "protocol.h"
-#include "waker.h"
 #include "video_caps.h"
+#include "waker.h"
 #ifdef CIPC_HAVE_CUDA
 #include "cuda_slots.h"
 #endif
@@ -168,17 +168,15 @@ int cudaipc_reader_open(const cudaipc_reader_options* options, cudaipc_reader** 
   for (;;) {
     cipc::ClientEvent ev = r->client->next();
     switch (ev.kind) {
-      case cipc::ClientEvent::Kind::kAttached:
-        *reader = r.release();
-        return CUDAIPC_OK;
+      case cipc::ClientEvent::Kind::kAttached: *reader = r.release(); return CUDAIPC_OK;
       case cipc::ClientEvent::Kind::kInterrupted:
         r->waker.clear();
         return fail(CUDAIPC_INTERRUPTED, "interrupted");
       case cipc::ClientEvent::Kind::kFailed:
         if (ev.failure == cipc::ClientEvent::Failure::kNoProducer)
-          return fail(CUDAIPC_ERROR_NO_PRODUCER,
-                      ev.error.message + " (waited " + std::to_string(o.connect_timeout_ms) +
-                          " ms for one)");
+          return fail(CUDAIPC_ERROR_NO_PRODUCER, ev.error.message + " (waited " +
+                                                     std::to_string(o.connect_timeout_ms) +
+                                                     " ms for one)");
         return fail(status_of(ev.error),
                     "could not attach to the producer at '" + path + "': " + ev.error.message);
       default: continue;  // not expected before attaching
@@ -239,8 +237,8 @@ int cudaipc_reader_next(cudaipc_reader* r, int timeout_ms, cudaipc_frame** frame
           return fail(CUDAIPC_ERROR_PROTOCOL, "the producer sent a frame before its format");
         std::string why;
         if (!cipc_libcudaipc::frame_fits(r->caps, ev.frame.info, &why))
-          return fail(CUDAIPC_ERROR_PROTOCOL, "the producer sent a frame that does not fit " +
-                                                  r->caps.format + ": " + why);
+          return fail(CUDAIPC_ERROR_PROTOCOL,
+                      "the producer sent a frame that does not fit " + r->caps.format + ": " + why);
         return fill_frame(r, ev.frame, frame);
       }
       case cipc::ClientEvent::Kind::kCaps: {
@@ -254,8 +252,7 @@ int cudaipc_reader_next(cudaipc_reader* r, int timeout_ms, cudaipc_frame** frame
       case cipc::ClientEvent::Kind::kAttached:
       case cipc::ClientEvent::Kind::kLost: continue;
       case cipc::ClientEvent::Kind::kEos: return fail(CUDAIPC_END, "the producer ended the stream");
-      case cipc::ClientEvent::Kind::kEnded:
-        return fail(CUDAIPC_END, ev.error.message);
+      case cipc::ClientEvent::Kind::kEnded: return fail(CUDAIPC_END, ev.error.message);
       case cipc::ClientEvent::Kind::kTimeout: return fail(CUDAIPC_TIMEOUT, "no frame in time");
       case cipc::ClientEvent::Kind::kInterrupted:
         r->waker.clear();

@@ -56,10 +56,10 @@ bool half_height_chroma(const std::string& f) {
 // Formats whose every plane has the full number of rows.
 bool full_height_planes(const std::string& f) {
   static const char* const known[] = {
-      "BGRA", "BGRx", "RGBA",  "RGBx",      "ARGB",      "ABGR",      "xRGB", "xBGR",  "RGB",
-      "BGR",  "GRAY8", "GRAY16_LE", "GRAY16_BE", "UYVY", "YUY2",  "YVYU",  "RGB16", "BGR16",
-      "Y42B", "Y444", "NV16",  "NV61",      "NV24",      "RGBP",      "BGRP", "GBR",   "AYUV",
-      "r210", "RGB10A2_LE", "BGR10A2_LE"};
+      "BGRA",  "BGRx",  "RGBA",  "RGBx",      "ARGB",       "ABGR",      "xRGB", "xBGR",
+      "RGB",   "BGR",   "GRAY8", "GRAY16_LE", "GRAY16_BE",  "UYVY",      "YUY2", "YVYU",
+      "RGB16", "BGR16", "Y42B",  "Y444",      "NV16",       "NV61",      "NV24", "RGBP",
+      "BGRP",  "GBR",   "AYUV",  "r210",      "RGB10A2_LE", "BGR10A2_LE"};
   for (const char* k : known)
     if (f == k) return true;
   return false;
@@ -123,7 +123,8 @@ bool frame_fits(const VideoCaps& caps, const cipc::Frame& frame, std::string* wh
       *why = "plane " + std::to_string(p) + " has stride " + std::to_string(stride);
       return false;
     }
-    const uint64_t min_stride = p == 0 ? uint64_t{row_bytes_per_pixel(caps.format)} * caps.width : 0;
+    const uint64_t min_stride =
+        p == 0 ? uint64_t{row_bytes_per_pixel(caps.format)} * caps.width : 0;
     if (static_cast<uint64_t>(stride) < min_stride) {
       *why = "plane 0 rows of " + std::to_string(stride) + " bytes are shorter than " +
              std::to_string(caps.width) + " pixels of " + caps.format;
@@ -131,8 +132,8 @@ bool frame_fits(const VideoCaps& caps, const cipc::Frame& frame, std::string* wh
     }
     const uint64_t end = frame.plane_offset[p] + (rows ? rows : 1) * static_cast<uint64_t>(stride);
     if (end > frame.size) {
-      *why = "plane " + std::to_string(p) + " ends at byte " + std::to_string(end) +
-             " of a " + std::to_string(frame.size) + "-byte frame";
+      *why = "plane " + std::to_string(p) + " ends at byte " + std::to_string(end) + " of a " +
+             std::to_string(frame.size) + "-byte frame";
       return false;
     }
   }

@@ -13,8 +13,8 @@ import shutil
 import subprocess
 import sys
 
-FOLDERS = ["ipc", "slots", "cuda", "bayer", "v4l2", "gst", "examples", "tests"]
-SUFFIXES = (".h", ".hpp", ".cpp", ".cc", ".cu", ".cuh")
+FOLDERS = ["ipc", "slots", "cuda", "bayer", "v4l2", "libcudaipc", "gst", "examples", "tests"]
+SUFFIXES = (".c", ".h", ".hpp", ".cpp", ".cc", ".cu", ".cuh")
 
 
 def find_clang_format():
