@@ -32,6 +32,7 @@
 
 #include <gtest/gtest.h>
 
+#include "frame_records.h"
 #include "peer_fixture.h"
 #include "process.h"
 
@@ -58,35 +59,9 @@ constexpr auto kExitTimeout = seconds(20);
 // ---------------------------------------------------------------------------------------------
 // Records: `index pts duration offset crc` per frame (peer.cpp --record).
 
-struct Record {
-  uint64_t index = 0;
-  std::optional<uint64_t> pts, duration, offset;
-  std::string crc;
-};
+using Record = cipc_test::FrameRecord;
 
-std::optional<uint64_t> parse_time(const std::string& field) {
-  if (field == "none") return std::nullopt;
-  return std::strtoull(field.c_str(), nullptr, 10);
-}
-
-std::vector<Record> read_records(const std::string& path) {
-  std::vector<Record> records;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream s(line);
-    std::string index, pts, duration, offset, crc;
-    if (!(s >> index >> pts >> duration >> offset >> crc)) continue;
-    Record r;
-    r.index = std::strtoull(index.c_str(), nullptr, 10);
-    r.pts = parse_time(pts);
-    r.duration = parse_time(duration);
-    r.offset = parse_time(offset);
-    r.crc = crc;
-    records.push_back(r);
-  }
-  return records;
-}
+using cipc_test::read_frame_records;
 
 std::string show(const std::optional<uint64_t>& v) {
   return v ? std::to_string(*v) : std::string("none");
@@ -175,8 +150,8 @@ class TwoProcess : public PeerFixture {
     EXPECT_EQ(stat_of(cstats, "frames-received"), frames) << cstats;
     EXPECT_EQ(stat_of(cstats, "frames-skipped"), 0u) << cstats;
     EXPECT_EQ(cons.count("CHANGED"), 0u);
-    expect_same_frames(read_records(path("produced.txt")), read_records(path("received.txt")),
-                       frames, "consumer");
+    expect_same_frames(read_frame_records(path("produced.txt")),
+                       read_frame_records(path("received.txt")), frames, "consumer");
     EXPECT_FALSE(exists(sock)) << "socket file left after the producer's clean stop";
     return cons.last("LAYOUT").value_or("");
   }
@@ -231,9 +206,9 @@ TEST_F(TwoProcess, TwoConsumersReceiveTheSameFramesBitExact) {
   EXPECT_EQ(stat_of(pstats, "frames-sent"), 2 * kFrames) << pstats;
   EXPECT_EQ(stat_of(pstats, "frames-dropped"), 0u) << pstats;
   EXPECT_EQ(stat_of(pstats, "consumers-total"), 2u) << pstats;
-  const auto produced = read_records(path("produced.txt"));
-  expect_same_frames(produced, read_records(path("a.txt")), kFrames, "consumer-a");
-  expect_same_frames(produced, read_records(path("b.txt")), kFrames, "consumer-b");
+  const auto produced = read_frame_records(path("produced.txt"));
+  expect_same_frames(produced, read_frame_records(path("a.txt")), kFrames, "consumer-a");
+  expect_same_frames(produced, read_frame_records(path("b.txt")), kFrames, "consumer-b");
 }
 
 // wait-for-consumer: the sink holds the stream back (blocking upstream) until a consumer is
@@ -262,8 +237,9 @@ TEST_F(TwoProcess, WaitForConsumerHoldsFramesUntilOneAttaches) {
   EXPECT_EQ(stat_of(pstats, "frames-dropped"), 0u) << pstats;
   // This unpaced (not live) producer's timestamps lie before the late consumer's start: they
   // keep their spacing (issue 17, defect 7: they all used to come out as 0).
-  expect_same_frames(read_records(path("produced.txt")), read_records(path("received.txt")),
-                     kFrames, "consumer", /*check_pts=*/true);
+  expect_same_frames(read_frame_records(path("produced.txt")),
+                     read_frame_records(path("received.txt")), kFrames, "consumer",
+                     /*check_pts=*/true);
 }
 
 // Failure semantics, consumer killed: the producer sees the hang-up, takes that consumer's claims
@@ -615,8 +591,8 @@ TEST_F(TwoProcess, NonLiveFramesAllReachASlowConsumer) {
   EXPECT_EQ(stat_of(pstats, "frames-dropped"), 0u) << pstats;
   EXPECT_GT(stat_of(pstats, "backpressure-waits").value_or(0), 0u)
       << "the consumer is slower than the producer; the producer should have waited: " << pstats;
-  expect_same_frames(read_records(path("produced.txt")), read_records(path("received.txt")),
-                     kFrames, "consumer");
+  expect_same_frames(read_frame_records(path("produced.txt")),
+                     read_frame_records(path("received.txt")), kFrames, "consumer");
 }
 
 // With a live source, backpressure=auto keeps today's behaviour: a slow consumer is skipped and
@@ -711,7 +687,7 @@ TEST_F(TwoProcess, LiveTimestampsLeaveTheConsumerStrictlyIncreasing) {
     Process& cons = consumer("consumer-" + std::to_string(attempt),
                              {"--socket", sock, "--frames", "40", "--record", record});
     EXPECT_EQ(cons.wait_exit(kExitTimeout), std::optional<int>(0));
-    const auto records = read_records(record);
+    const auto records = read_frame_records(record);
     ASSERT_EQ(records.size(), 40u);
     for (size_t i = 1; i < records.size(); ++i) {
       ASSERT_TRUE(records[i].pts && records[i - 1].pts);

@@ -20,6 +20,7 @@
 
 #include "crc32.h"
 #include "cudaipc.h"
+#include "frame_records.h"
 #include "peer_fixture.h"
 #include "process.h"
 #include "video_caps.h"
@@ -57,24 +58,8 @@ std::string visible_crc(const cudaipc_frame_info& info) {
   return text;
 }
 
-struct Record {
-  uint64_t offset = 0;
-  std::string crc;
-};
-
-// The peer's record: `index pts duration offset crc` per frame.
-std::vector<Record> read_records(const std::string& path) {
-  std::vector<Record> out;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream s(line);
-    std::string index, pts, duration, offset, crc;
-    if (!(s >> index >> pts >> duration >> offset >> crc)) continue;
-    out.push_back({std::strtoull(offset.c_str(), nullptr, 10), crc});
-  }
-  return out;
-}
+using Record = cipc_test::FrameRecord;
+using cipc_test::read_frame_records;
 
 class Reader : public PeerFixture {
  protected:
@@ -138,13 +123,16 @@ class Reader : public PeerFixture {
       EXPECT_EQ(info.device, -1);
       EXPECT_EQ(info.n_planes, format == "NV12" ? 2u : 1u);
       EXPECT_NE(info.pts_ns, CUDAIPC_NO_TIMESTAMP);
-      received.push_back({info.offset, visible_crc(info)});
+      Record r;
+      r.offset = info.offset;
+      r.crc = visible_crc(info);
+      received.push_back(r);
       EXPECT_EQ(cudaipc_frame_release(f, nullptr), CUDAIPC_OK);
     }
     cudaipc_frame* after = nullptr;
     EXPECT_EQ(cudaipc_reader_next(reader_, 10000, &after), CUDAIPC_END) << cudaipc_last_error();
     EXPECT_EQ(prod.wait_exit(kExitTimeout), std::optional<int>(0));
-    const std::vector<Record> produced = read_records(path("produced.txt"));
+    const std::vector<Record> produced = read_frame_records(path("produced.txt"));
     ASSERT_EQ(produced.size(), frames);
     size_t distinct = 0;
     for (size_t i = 0; i < frames; ++i) {
@@ -237,7 +225,7 @@ TEST_F(Reader, HeldFramesOutliveTheReaderAndTheProducer) {
   prod.wait_exit(kExitTimeout);
   EXPECT_EQ(visible_crc(info), crc)
       << "the held frame changed after close and the producer's death";
-  const auto produced = read_records(path("produced.txt"));
+  const auto produced = read_frame_records(path("produced.txt"));
   ASSERT_FALSE(produced.empty());
   EXPECT_EQ(crc, produced[0].crc);
   EXPECT_EQ(cudaipc_frame_release(f, nullptr), CUDAIPC_OK);
