@@ -143,7 +143,7 @@ void Producer::accept_all(Deferred& deferred) {
                           "refused until descriptors are freed"
                         : ""));
       }
-      if (out_of_fds && refuse_for_lack_of_descriptors(deferred)) continue;
+      if (out_of_fds && refuse_for_lack_of_descriptors()) continue;
       // Never spin on a listener that stays readable while accept() keeps failing.
       accept_paused_until_ = monotonic_ns() + kAcceptBackoffNs;
       return;
@@ -171,8 +171,7 @@ void Producer::accept_all(Deferred& deferred) {
   }
 }
 
-bool Producer::refuse_for_lack_of_descriptors(Deferred& deferred) {
-  (void)deferred;
+bool Producer::refuse_for_lack_of_descriptors() {
   if (!reserve_fd_) reserve_fd_ = open_reserve_fd();
   if (!reserve_fd_) return false;
   reserve_fd_.reset();

@@ -168,7 +168,7 @@ class Producer {
   void accept_all(Deferred& deferred);
   // At the descriptor limit: spends the reserve descriptor on one waiting connection to tell it
   // why it is refused. False when there is no reserve to spend.
-  bool refuse_for_lack_of_descriptors(Deferred& deferred);
+  bool refuse_for_lack_of_descriptors();
   void service(Session& session, Deferred& deferred);
   void handle(Session& session, Message& message, Deferred& deferred);
   void handshake(Session& session, const Hello& hello, Deferred& deferred);

@@ -67,7 +67,6 @@ struct cudaipc_reader {
   std::shared_ptr<SharedCounters> counters = std::make_shared<SharedCounters>();
   cipc_libcudaipc::VideoCaps caps;
   bool has_caps = false;
-  int cuda_device = -1;  // the option
 };
 
 struct cudaipc_frame {
@@ -155,7 +154,6 @@ int cudaipc_reader_open(const cudaipc_reader_options* options, cudaipc_reader** 
   config.reconnect = o.reconnect != 0;
   config.reconnect_interval_ms = std::max<uint32_t>(o.reconnect_interval_ms, 1);
   config.connect_timeout_ms = o.connect_timeout_ms;
-  r->cuda_device = o.cuda_device;
   const int requested_device = o.cuda_device;
   r->client = std::make_unique<cipc::ConsumerClient>(
       config,
