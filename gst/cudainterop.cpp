@@ -140,6 +140,51 @@ bool answer_cuda_context_query(GstElement* element, GstQuery* query, GstCudaCont
   return gst_cuda_handle_context_query(element, query, context);
 }
 
+ElementCudaContext::~ElementCudaContext() {
+  gst_clear_object(&context_);
+}
+
+GstCudaContext* ElementCudaContext::get(GstElement* element, int device) {
+  if (!cuda_context_sharing_enabled()) return nullptr;
+  std::lock_guard<std::mutex> lock(lock_);
+  if (!context_) {
+    std::string why;
+    context_ = shared_cuda_context(device < 0 ? 0 : device, &why);
+    if (!context_) {
+      GST_DEBUG_OBJECT(element, "no CUDA context to share: %s", why.c_str());
+      return nullptr;
+    }
+  }
+  return static_cast<GstCudaContext*>(gst_object_ref(context_));
+}
+
+bool ElementCudaContext::answer_query(GstElement* element, GstQuery* query, int device) {
+  if (GST_QUERY_TYPE(query) != GST_QUERY_CONTEXT) return false;
+  const gchar* type = nullptr;
+  if (!gst_query_parse_context_type(query, &type) || g_strcmp0(type, GST_CUDA_CONTEXT_TYPE) != 0)
+    return false;
+  GstCudaContext* context = get(element, device);
+  const bool answered = context && answer_cuda_context_query(element, query, context);
+  gst_clear_object(&context);
+  return answered;
+}
+
+void ElementCudaContext::set(GstElement* element, GstContext* context, int device) {
+  std::lock_guard<std::mutex> lock(lock_);
+  set_cuda_context(element, context, device, &context_);
+}
+
+GstCudaContext* ElementCudaContext::held() {
+  std::lock_guard<std::mutex> lock(lock_);
+  return context_ ? static_cast<GstCudaContext*>(gst_object_ref(context_)) : nullptr;
+}
+
+void ElementCudaContext::adopt(GstCudaContext** context) {
+  std::lock_guard<std::mutex> lock(lock_);
+  if (!context_) std::swap(context_, *context);
+  gst_clear_object(context);
+}
+
 bool caps_have_gst_cuda_memory(const GstCaps* caps) {
   for (guint i = 0; caps && i < gst_caps_get_size(caps); ++i) {
     GstCapsFeatures* f = gst_caps_get_features(caps, i);

@@ -10,6 +10,7 @@
 #include <gst/gst.h>
 #include <gst/video/video.h>
 
+#include <mutex>
 #include <string>
 
 #ifdef CIPC_HAVE_GST_CUDA
@@ -41,6 +42,32 @@ bool ensure_cuda_context(GstElement* element, int device, GstCudaContext** conte
 void set_cuda_context(GstElement* element, GstContext* context, int device,
                       GstCudaContext** current);
 bool answer_cuda_context_query(GstElement* element, GstQuery* query, GstCudaContext* context);
+
+// An element's share in the process's CUDA context: the GstCudaContext the application or a
+// neighbour gave it (set_context), else the primary-context wrapper, created on first demand.
+// Thread-safe: context queries and set_context arrive on any thread. Each CUDA element holds one.
+class ElementCudaContext {
+ public:
+  ElementCudaContext() = default;
+  ~ElementCudaContext();
+  ElementCudaContext(const ElementCudaContext&) = delete;
+  ElementCudaContext& operator=(const ElementCudaContext&) = delete;
+
+  // A new reference, or nullptr (sharing turned off, or no context: logged on `element`).
+  GstCudaContext* get(GstElement* element, int device);
+  // A GST_QUERY_CONTEXT for "gst.cuda.context", answered with get(); false for any other query.
+  bool answer_query(GstElement* element, GstQuery* query, int device);
+  // The element's set_context vfunc.
+  void set(GstElement* element, GstContext* context, int device);
+  // The context given or made so far (a new reference), or nullptr; creates none.
+  GstCudaContext* held();
+  // Keeps `*context` (taking the reference and clearing it) unless one is already held.
+  void adopt(GstCudaContext** context);
+
+ private:
+  std::mutex lock_;
+  GstCudaContext* context_ = nullptr;
+};
 
 bool caps_have_gst_cuda_memory(const GstCaps* caps);
 bool buffer_is_gst_cuda_memory(GstBuffer* buffer);

@@ -140,12 +140,8 @@ class SinkObserver final : public cipc::ProducerObserver {
 struct SinkPrivate {
   explicit SinkPrivate(GstElement* element) : observer(element) {}
 #ifdef CIPC_HAVE_GST_CUDA
-  ~SinkPrivate() {
-    gst_clear_object(&gst_cuda_context);
-  }
   // Shared with nvcodec elements (context queries, set_context); kept across state changes.
-  GstCudaContext* gst_cuda_context = nullptr;
-  std::mutex gst_cuda_context_lock;
+  cipc_gst::ElementCudaContext cuda_context;
 #endif
 
   Settings settings;  // under the object lock
@@ -737,26 +733,14 @@ static int context_device(GstCudaSinkIpc* self) {
 // primary context, created on first demand, so that the process has one context per device.
 static gboolean gst_cuda_sink_ipc_query(GstBaseSink* sink, GstQuery* query) {
   auto* self = GST_CUDA_SINK_IPC(sink);
-  SinkPrivate& p = *self->priv;
-  if (GST_QUERY_TYPE(query) == GST_QUERY_CONTEXT && cipc_gst::cuda_context_sharing_enabled()) {
-    std::lock_guard<std::mutex> lock(p.gst_cuda_context_lock);
-    std::string why;
-    if (!p.gst_cuda_context)
-      p.gst_cuda_context = cipc_gst::shared_cuda_context(context_device(self), &why);
-    if (!p.gst_cuda_context) GST_DEBUG_OBJECT(self, "no CUDA context to share: %s", why.c_str());
-    if (cipc_gst::answer_cuda_context_query(GST_ELEMENT(self), query, p.gst_cuda_context))
-      return TRUE;
-  }
+  if (self->priv->cuda_context.answer_query(GST_ELEMENT(self), query, context_device(self)))
+    return TRUE;
   return GST_BASE_SINK_CLASS(gst_cuda_sink_ipc_parent_class)->query(sink, query);
 }
 
 static void gst_cuda_sink_ipc_set_context(GstElement* element, GstContext* context) {
   auto* self = GST_CUDA_SINK_IPC(element);
-  {
-    std::lock_guard<std::mutex> lock(self->priv->gst_cuda_context_lock);
-    cipc_gst::set_cuda_context(element, context, context_device(self),
-                               &self->priv->gst_cuda_context);
-  }
+  self->priv->cuda_context.set(element, context, context_device(self));
   GST_ELEMENT_CLASS(gst_cuda_sink_ipc_parent_class)->set_context(element, context);
 }
 
@@ -768,18 +752,12 @@ static GstStateChangeReturn gst_cuda_sink_ipc_change_state(GstElement* element,
   if (transition == GST_STATE_CHANGE_NULL_TO_READY &&
       snapshot_settings(self).memory == cipc::MemoryKind::kCuda) {
     SinkPrivate& p = *self->priv;
-    GstCudaContext* context = nullptr;
-    {
-      std::lock_guard<std::mutex> lock(p.gst_cuda_context_lock);
-      if (p.gst_cuda_context)
-        context = static_cast<GstCudaContext*>(gst_object_ref(p.gst_cuda_context));
-    }
+    GstCudaContext* context = p.cuda_context.held();
     bool primary = true;
     std::string why;
     // Outside the lock: it may post messages whose handlers query or set our context.
     if (cipc_gst::ensure_cuda_context(element, context_device(self), &context, &primary, &why)) {
-      std::lock_guard<std::mutex> lock(p.gst_cuda_context_lock);
-      if (!p.gst_cuda_context) std::swap(p.gst_cuda_context, context);
+      p.cuda_context.adopt(&context);
     } else {
       GST_INFO_OBJECT(self, "not sharing a CUDA context with GStreamer's CUDA elements: %s",
                       why.c_str());

@@ -171,17 +171,11 @@ struct SrcPrivate {
 
 #ifdef CIPC_HAVE_GST_CUDA
   // Shared with nvcodec elements (context queries, set_context); kept across state changes.
-  GstCudaContext* gst_cuda_context = nullptr;
-  std::mutex gst_cuda_context_lock;
-  ~SrcPrivate() {
-    gst_clear_caps(&caps);
-    gst_clear_object(&gst_cuda_context);
-  }
-#else
-  ~SrcPrivate() {
-    gst_clear_caps(&caps);
-  }
+  cipc_gst::ElementCudaContext cuda_context;
 #endif
+  ~SrcPrivate() {
+    gst_clear_caps(&caps);
+  }
 
   // The one cleanup path, for stop() and for a start() that failed.
   void teardown(GstObject* element) {
@@ -531,25 +525,12 @@ static int context_device(GstCudaSrcIpc* self) {
 // The context this element shares (a new reference): one the application or a neighbour gave,
 // else the wrapper of our primary context, created on first demand.
 static GstCudaContext* our_gst_cuda_context(GstCudaSrcIpc* self) {
-  SrcPrivate& p = *self->priv;
-  std::lock_guard<std::mutex> lock(p.gst_cuda_context_lock);
-  std::string why;
-  if (!p.gst_cuda_context)
-    p.gst_cuda_context = cipc_gst::shared_cuda_context(context_device(self), &why);
-  if (!p.gst_cuda_context) {
-    GST_DEBUG_OBJECT(self, "no CUDA context to share: %s", why.c_str());
-    return nullptr;
-  }
-  return static_cast<GstCudaContext*>(gst_object_ref(p.gst_cuda_context));
+  return self->priv->cuda_context.get(GST_ELEMENT(self), context_device(self));
 }
 
 static void gst_cuda_src_ipc_set_context(GstElement* element, GstContext* context) {
   auto* self = GST_CUDA_SRC_IPC(element);
-  {
-    std::lock_guard<std::mutex> lock(self->priv->gst_cuda_context_lock);
-    cipc_gst::set_cuda_context(element, context, context_device(self),
-                               &self->priv->gst_cuda_context);
-  }
+  self->priv->cuda_context.set(element, context, context_device(self));
   GST_ELEMENT_CLASS(gst_cuda_src_ipc_parent_class)->set_context(element, context);
 }
 #endif
@@ -559,13 +540,8 @@ static gboolean gst_cuda_src_ipc_query(GstBaseSrc* src, GstQuery* query) {
 #ifdef CIPC_HAVE_GST_CUDA
   // nvcodec elements downstream (cudaconvert, cudadownload...) ask for a "gst.cuda.context":
   // they get our primary context's wrapper, so the process keeps one context per device.
-  if (GST_QUERY_TYPE(query) == GST_QUERY_CONTEXT && cipc_gst::cuda_context_sharing_enabled()) {
-    GstCudaContext* context = our_gst_cuda_context(self);
-    const bool answered =
-        context && cipc_gst::answer_cuda_context_query(GST_ELEMENT(self), query, context);
-    gst_clear_object(&context);
-    if (answered) return TRUE;
-  }
+  if (self->priv->cuda_context.answer_query(GST_ELEMENT(self), query, context_device(self)))
+    return TRUE;
 #endif
   if (GST_QUERY_TYPE(query) == GST_QUERY_LATENCY) {
     const Settings s = snapshot_settings(self);
