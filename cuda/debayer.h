@@ -50,6 +50,26 @@
 //    kLinear: x;   kPower: x^(1/gamma) (gamma <= 0 or not finite: treated as 1);
 //    kSrgb (IEC 61966-2-1): x <= 0.0031308 ? 12.92 x : 1.055 x^(1/2.4) - 0.055;
 // entry = round(255 * y), computed in double.
+//
+// Precision (DebayerParams::precision, GPU only; debayer_cpu always computes the above):
+//  - kExact: the GPU output equals debayer_cpu's byte for byte (float math in the order above).
+//  - kFast (the default): every output byte is within 1 code of debayer_cpu's. The GPU sums
+//    the black-subtracted raw values u = max(v - b, 0) of each colour exactly (integers; every
+//    MHC weight is a multiple of 1/16) and scales each colour's sum once by
+//    k_X = gain * (1 / (1023 - b)) * 4095 * wb_X, so that the table index is
+//    round(clamp(k_X * A + k_Y * B, 0, 4095)) with A, B the per-colour sums (debayer_fast.h).
+//    The bound: both approximate the same real number. The reference rounds each term at
+//    most 9 times (2 in step 1-2, 5 in the demosaic sums, gain, * 4095), the fast path 5 times
+//    (3 in k_X, the product, the fused add), each by a relative u = 2^-24, on terms whose
+//    magnitudes add up to at most 4095 * 2.5 * G (2.5: the largest sum of |weights|, MHC;
+//    G = |gain| * the largest |white-balance gain|). For G <= kFastMaxGainProduct the two
+//    indices before rounding differ by at most 14u * 4095 * 2.5 * 64 = 0.55 < 1, hence by at
+//    most 1 after rounding, and the output codes by at most the table's largest step between
+//    adjacent entries. GpuDebayer therefore runs kFast only where fast_debayer_applies(): the
+//    table's adjacent entries differ by at most 1 (sRGB and linear; power only for gamma up
+//    to about 1.6 - steeper curves jump several codes near black), G is at most 64 (gray
+//    world counts its gains as up to 8) and width and height are at least 2; otherwise it runs
+//    the exact kernel.
 #pragma once
 
 #include <array>
@@ -65,6 +85,8 @@ enum class Demosaic { kBilinear, kMhc };
 enum class Transfer { kSrgb, kLinear, kPower };
 // Byte order of the output pixels (the 4th byte is 255 in both).
 enum class PixelOrder { kBgra, kRgba };
+// GPU arithmetic: within 1 code of debayer_cpu (faster), or bit-exact (see above).
+enum class Precision { kFast, kExact };
 
 // The CFA order (`phase`) and the bit alignment are bayer/cfa.h's.
 struct DebayerParams {
@@ -79,6 +101,7 @@ struct DebayerParams {
   Transfer transfer = Transfer::kSrgb;
   float gamma = 2.2f;  // used by Transfer::kPower: out = x^(1/gamma)
   PixelOrder order = PixelOrder::kBgra;
+  Precision precision = Precision::kFast;  // GPU only; debayer_cpu is always exact
 };
 
 // Host and device code share this header's inline functions (the GPU computes the gray-world
@@ -144,10 +167,35 @@ constexpr int kTransferTableSize = 4096;
 // Maps round(x * 4095), x in [0, 1], to the 8-bit output code (see above).
 std::array<uint8_t, kTransferTableSize> make_transfer_table(Transfer t, float gamma);
 
+// Largest difference between adjacent entries of a table: Precision::kFast's bound is 1 code
+// only where this is at most 1.
+int max_adjacent_step(const std::array<uint8_t, kTransferTableSize>& table);
+
+// The largest |gain| * |white-balance gain| for which kFast's index stays within 1 of the
+// reference's (see above: the two differ by at most 14u * 4095 * 2.5 * G = 8.6e-3 * G table
+// indices, 0.55 at the limit).
+constexpr float kFastMaxGainProduct = 64.0f;
+
+// Whether kFast keeps every byte within 1 code of debayer_cpu for `p` (its precision field is
+// not looked at): finite gains with |gain| * max |wb| <= kFastMaxGainProduct (gray_world: the
+// white-balance gains may also be anything up to kGrayWorldMaxGain) and a table whose adjacent
+// entries differ by at most 1 (`table`: make_transfer_table(p.transfer, p.gamma)).
+bool fast_gains_in_range(const DebayerParams& p, bool gray_world);
+bool fast_debayer_applies(const DebayerParams& p, bool gray_world,
+                          const std::array<uint8_t, kTransferTableSize>& table);
+
 // in: rows of 16-bit little-endian words, `in_pitch` bytes apart (>= 2 * width);
 // out: BGRA8 (A = 255), `out_pitch` bytes apart (>= 4 * width). Padding is neither read nor
 // written. Does nothing when a pointer is null or width or height is < 1.
 void debayer_cpu(const uint8_t* in, size_t in_pitch, uint8_t* out, size_t out_pitch, int width,
                  int height, const DebayerParams& p);
+
+// A CPU model of the GPU's Precision::kFast arithmetic (debayer_fast.h), same arguments as
+// debayer_cpu: the GPU's fast kernel produces exactly this. For tests: it lets the 1-code bound
+// be checked against debayer_cpu without a GPU. Gains: p's wb_red/green/blue as given. A
+// width or height of 1 (where clamped indexing loses the CFA phase) runs debayer_cpu, as the
+// GPU runs its exact kernel there.
+void debayer_fast_model_cpu(const uint8_t* in, size_t in_pitch, uint8_t* out, size_t out_pitch,
+                            int width, int height, const DebayerParams& p);
 
 }  // namespace cipc_cuda

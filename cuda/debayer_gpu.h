@@ -1,9 +1,13 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-// The GPU debayer: one kernel pass doing exactly the math of debayer.h (whose debayer_cpu is
-// its oracle), plus gray-world white balance from statistics the same kernel gathers.
+// The GPU debayer: one kernel pass doing the math of debayer.h (whose debayer_cpu is its
+// oracle), plus gray-world white balance from statistics the same kernel gathers. Two kernels:
+// Precision::kExact reproduces debayer_cpu bit for bit; Precision::kFast (the default) is
+// within 1 code of it and about twice as fast, and runs wherever its bound holds
+// (fast_debayer_applies() in debayer.h; the exact kernel otherwise, see last_precision()).
 //
-// Per frame the kernel reads each input sample about 1.2 times (a 64x32 tile with a 2-sample
-// halo in shared memory) and writes each output pixel once; it needs no memset and no copy:
+// Per frame the kernel reads each input sample about 1.1 to 1.2 times (a 64x64 or 64x32 tile
+// with a 2-sample halo in shared memory) and writes each output pixel once; it needs no memset
+// and no copy:
 //  - the transfer table lives in device memory, uploaded by configure() only when the curve
 //    changes (one small HtoD at start-up);
 //  - gray-world statistics rotate through three device slots: frame N adds into slot N % 3,
@@ -34,6 +38,8 @@ class GpuDebayer {
   // Parameters for the following frames. The table is re-uploaded (asynchronously, on `stream`)
   // only when transfer or gamma changed. Switching to gray world: the first frame uses the fixed
   // gains (it has no statistics of the frame before; in fixed mode none are gathered).
+  // params.precision picks the kernel; kFast falls back to kExact where its 1-code bound does
+  // not hold (debayer.h).
   Status configure(const DebayerParams& params, WhiteBalance wb, StreamHandle stream);
 
   // Debayers one frame on `stream`. `in`: 16-bit words, `in_pitch` bytes apart (even, >= 2 *
@@ -46,6 +52,9 @@ class GpuDebayer {
   // memory: reading needs no synchronisation (and may lag a frame or two).
   WbGains last_gains() const;
   uint64_t frames() const { return frames_; }
+  // The kernel the most recent run() used: kFast only where asked for and its bound holds
+  // (gains, table, and width and height of at least 2).
+  Precision last_precision() const { return last_precision_; }
   bool valid() const { return stats_.ptr() != 0; }
 
  private:
@@ -55,6 +64,9 @@ class GpuDebayer {
   bool table_uploaded_ = false;
   Transfer table_transfer_ = Transfer::kSrgb;
   float table_gamma_ = 0.0f;
+  bool table_steps_at_most_one_ = false;  // of the uploaded table (max_adjacent_step)
+  bool fast_ = false;                     // params_ ask for kFast and its bound holds
+  Precision last_precision_ = Precision::kExact;
   DeviceBuffer table_;              // kTransferTableSize bytes
   PinnedHostBuffer table_staging_;  // the table's host side, kept until the upload is done
   DeviceBuffer stats_;              // 3 slots of 16 partial copies of 3 sums (unsigned long long)

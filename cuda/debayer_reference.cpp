@@ -6,9 +6,11 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <vector>
 
 #include "debayer.h"
+#include "debayer_fast.h"
 
 namespace cipc_cuda {
 
@@ -60,6 +62,28 @@ std::array<uint8_t, kTransferTableSize> make_transfer_table(Transfer t, float ga
     table[i] = static_cast<uint8_t>(std::clamp(code, 0l, 255l));
   }
   return table;
+}
+
+int max_adjacent_step(const std::array<uint8_t, kTransferTableSize>& table) {
+  int step = 0;
+  for (size_t i = 1; i < table.size(); ++i)
+    step = std::max(step, std::abs(static_cast<int>(table[i]) - static_cast<int>(table[i - 1])));
+  return step;
+}
+
+bool fast_gains_in_range(const DebayerParams& p, bool gray_world) {
+  const float gains[] = {p.gain, p.wb_red, p.wb_green, p.wb_blue};
+  for (float g : gains)
+    if (!std::isfinite(g)) return false;
+  float largest_wb = std::max({std::fabs(p.wb_red), std::fabs(p.wb_green), std::fabs(p.wb_blue)});
+  if (gray_world) largest_wb = std::max(largest_wb, kGrayWorldMaxGain);
+  // In double: the product of two large floats must not overflow into a false "in range".
+  return static_cast<double>(std::fabs(p.gain)) * largest_wb <= kFastMaxGainProduct;
+}
+
+bool fast_debayer_applies(const DebayerParams& p, bool gray_world,
+                          const std::array<uint8_t, kTransferTableSize>& table) {
+  return fast_gains_in_range(p, gray_world) && max_adjacent_step(table) <= 1;
 }
 
 BayerSums cfa_sample_counts(cipc_bayer::CfaOrder phase, int width, int height) {
@@ -164,6 +188,74 @@ void debayer_cpu(const uint8_t* in, size_t in_pitch, uint8_t* out, size_t out_pi
       px[0] = code[rgba ? kRed : kBlue];
       px[1] = code[kGreen];
       px[2] = code[rgba ? kBlue : kRed];
+      px[3] = 255;
+    }
+  }
+}
+
+void debayer_fast_model_cpu(const uint8_t* in, size_t in_pitch, uint8_t* out, size_t out_pitch,
+                            int width, int height, const DebayerParams& p) {
+  if (!in || !out || width < 1 || height < 1) return;
+  // A dimension of 1 loses the CFA phase (clamped indexing): the per-colour sums would mix
+  // colours, so the GPU runs the exact kernel there, and so does this model.
+  if (width < 2 || height < 2) return debayer_cpu(in, in_pitch, out, out_pitch, width, height, p);
+  const auto table = make_transfer_table(p.transfer, p.gamma);
+  const int black = std::min<int>(p.black_level, 1022);
+  const float scale = 1.0f / static_cast<float>(1023 - black);
+  const fast::ColorScales k =
+      fast::color_scales(p.gain, scale, WbGains{p.wb_red, p.wb_green, p.wb_blue});
+
+  // Black-subtracted raw values, as floats (exact integers).
+  const size_t w = static_cast<size_t>(width);
+  std::vector<float> u(w * static_cast<size_t>(height));
+  for (int r = 0; r < height; ++r) {
+    const uint8_t* row = in + static_cast<size_t>(r) * in_pitch;
+    for (int c = 0; c < width; ++c)
+      u[static_cast<size_t>(r) * w + static_cast<size_t>(c)] =
+          static_cast<float>(std::max(raw_sample(row, c, p.alignment) - black, 0));
+  }
+  auto m = [&](int r, int c) {
+    return u[static_cast<size_t>(mirror(r, height)) * w + static_cast<size_t>(mirror(c, width))];
+  };
+
+  const bool mhc = p.method == Demosaic::kMhc;
+  for (int r = 0; r < height; ++r) {
+    uint8_t* row = out + static_cast<size_t>(r) * out_pitch;
+    for (int c = 0; c < width; ++c) {
+      fast::WindowSums s;
+      s.C = m(r, c);
+      s.H1 = m(r, c - 1) + m(r, c + 1);
+      s.V1 = m(r - 1, c) + m(r + 1, c);
+      s.D = m(r - 1, c - 1) + m(r - 1, c + 1) + m(r + 1, c - 1) + m(r + 1, c + 1);
+      s.H2 = m(r, c - 2) + m(r, c + 2);
+      s.V2 = m(r - 2, c) + m(r + 2, c);
+      int index[3];
+      const Color here = cfa_color(p.phase, r, c);
+      if (here != kGreen) {
+        const Color other = here == kRed ? kBlue : kRed;
+        if (mhc) {
+          fast::chroma_site<true>(s, k.k[here], k.k[kGreen], k.k[other], &index[here],
+                                  &index[kGreen], &index[other]);
+        } else {
+          fast::chroma_site<false>(s, k.k[here], k.k[kGreen], k.k[other], &index[here],
+                                   &index[kGreen], &index[other]);
+        }
+      } else {
+        const Color row_color = cfa_color(p.phase, r, c + 1);
+        const Color col_color = row_color == kRed ? kBlue : kRed;
+        if (mhc) {
+          fast::green_site<true>(s, k.k[kGreen], k.k[row_color], k.k[col_color], &index[kGreen],
+                                 &index[row_color], &index[col_color]);
+        } else {
+          fast::green_site<false>(s, k.k[kGreen], k.k[row_color], k.k[col_color], &index[kGreen],
+                                  &index[row_color], &index[col_color]);
+        }
+      }
+      uint8_t* px = row + 4 * static_cast<size_t>(c);
+      const bool rgba = p.order == PixelOrder::kRgba;
+      px[0] = table[static_cast<size_t>(index[rgba ? kRed : kBlue])];
+      px[1] = table[static_cast<size_t>(index[kGreen])];
+      px[2] = table[static_cast<size_t>(index[rgba ? kBlue : kRed])];
       px[3] = 255;
     }
   }

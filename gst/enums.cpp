@@ -147,6 +147,21 @@ GType gst_cipc_transfer_get_type(void) {
   return type;
 }
 
+GType gst_cipc_precision_get_type(void) {
+  static GType type = [] {
+    static const GEnumValue values[] = {
+        {GST_CIPC_PRECISION_FAST,
+         "Every output byte within 1 code of the CPU reference, about twice as fast (exact "
+         "instead where that bound cannot hold: gamma above about 1.6, gain x white balance "
+         "above 64)",
+         "fast"},
+        {GST_CIPC_PRECISION_EXACT, "Bit-exact against the CPU reference (cuda/debayer.h)", "exact"},
+        {0, nullptr, nullptr}};
+    return register_enum("GstCipcPrecision", values);
+  }();
+  return type;
+}
+
 GType gst_cipc_backpressure_get_type(void) {
   static GType type = [] {
     static const GEnumValue values[] = {

@@ -48,6 +48,12 @@ typedef enum {
   GST_CIPC_WB_GRAY_WORLD = 1,
 } GstCipcWhiteBalance;
 
+// rg10tobgra's precision: cipc_cuda::Precision's GEnum face.
+typedef enum {
+  GST_CIPC_PRECISION_FAST = 0,   // within 1 code of the CPU reference
+  GST_CIPC_PRECISION_EXACT = 1,  // bit-exact
+} GstCipcPrecision;
+
 typedef enum {
   GST_CIPC_TRANSFER_SRGB = 0,
   GST_CIPC_TRANSFER_LINEAR = 1,
@@ -58,6 +64,7 @@ GType gst_cipc_bit_alignment_get_type(void);
 GType gst_cipc_demosaic_get_type(void);
 GType gst_cipc_white_balance_get_type(void);
 GType gst_cipc_transfer_get_type(void);
+GType gst_cipc_precision_get_type(void);
 GType gst_cipc_sync_mode_get_type(void);  // cipc::SyncMode: gpu-events | cpu
 GType gst_cipc_io_mode_get_type(void);
 GType gst_cipc_sink_memory_get_type(void);  // cipc::MemoryKind: host | cuda

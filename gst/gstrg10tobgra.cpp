@@ -43,6 +43,7 @@
 #include "bayercaps.h"
 #include "cuda_slots.h"
 #include "cudaframes.h"
+#include "cudainterop.h"
 #include "cudaipc/gstcudaipcmemory.h"
 #include "debayer_gpu.h"
 #include "device.h"
@@ -67,6 +68,7 @@ enum {
   PROP_GAIN,
   PROP_TRANSFER,
   PROP_GAMMA,
+  PROP_PRECISION,
   PROP_CUDA_DEVICE_ID,
   PROP_INPUT_POOL_SIZE,
   PROP_STATS,
@@ -87,6 +89,7 @@ enum {
 #define DEFAULT_GAMMA 2.2
 #define MIN_GAMMA 0.1
 #define MAX_GAMMA 10.0
+#define DEFAULT_PRECISION GST_CIPC_PRECISION_FAST
 #define DEFAULT_CUDA_DEVICE_ID -1
 #define DEFAULT_INPUT_POOL_SIZE 4
 
@@ -105,6 +108,7 @@ struct Settings {
   gdouble gain = DEFAULT_GAIN;
   GstCipcTransfer transfer = DEFAULT_TRANSFER;
   gdouble gamma = DEFAULT_GAMMA;
+  GstCipcPrecision precision = DEFAULT_PRECISION;
   gint cuda_device_id = DEFAULT_CUDA_DEVICE_ID;
   guint input_pool_size = DEFAULT_INPUT_POOL_SIZE;
 };
@@ -150,6 +154,8 @@ cipc_cuda::DebayerParams debayer_params(const Settings& s, cipc_bayer::CfaOrder 
   p.gamma = static_cast<float>(s.gamma);
   p.order = out_format == GST_VIDEO_FORMAT_RGBA ? cipc_cuda::PixelOrder::kRgba
                                                 : cipc_cuda::PixelOrder::kBgra;
+  p.precision = s.precision == GST_CIPC_PRECISION_EXACT ? cipc_cuda::Precision::kExact
+                                                        : cipc_cuda::Precision::kFast;
   return p;
 }
 
@@ -171,6 +177,11 @@ struct Rg10ToBgraPrivate {
   Settings settings;  // under the object lock
   State state;        // start/stop, set_caps, allocation queries and the streaming thread
   Counters counters;
+#ifdef CIPC_HAVE_GST_CUDA
+  // Shared with nvcodec elements (context queries, set_context): the debayer already runs in
+  // the primary context, which this wraps.
+  cipc_gst::ElementCudaContext cuda_context;
+#endif
 };
 
 struct _GstRg10ToBgra {
@@ -230,6 +241,9 @@ static void gst_rg10_to_bgra_set_property(GObject* object, guint prop_id, const 
     case PROP_GAIN: s.gain = g_value_get_double(value); break;
     case PROP_TRANSFER: s.transfer = static_cast<GstCipcTransfer>(g_value_get_enum(value)); break;
     case PROP_GAMMA: s.gamma = g_value_get_double(value); break;
+    case PROP_PRECISION:
+      s.precision = static_cast<GstCipcPrecision>(g_value_get_enum(value));
+      break;
     case PROP_CUDA_DEVICE_ID: s.cuda_device_id = g_value_get_int(value); break;
     case PROP_INPUT_POOL_SIZE: s.input_pool_size = g_value_get_uint(value); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
@@ -257,6 +271,7 @@ static void gst_rg10_to_bgra_get_property(GObject* object, guint prop_id, GValue
     case PROP_GAIN: g_value_set_double(value, s.gain); break;
     case PROP_TRANSFER: g_value_set_enum(value, s.transfer); break;
     case PROP_GAMMA: g_value_set_double(value, s.gamma); break;
+    case PROP_PRECISION: g_value_set_enum(value, s.precision); break;
     case PROP_CUDA_DEVICE_ID: g_value_set_int(value, s.cuda_device_id); break;
     case PROP_INPUT_POOL_SIZE: g_value_set_uint(value, s.input_pool_size); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
@@ -275,6 +290,31 @@ static void drop_input_pool(State& st) {
     st.input_pool_caps = nullptr;
   }
 }
+
+#ifdef CIPC_HAVE_GST_CUDA
+static int context_device(GstRg10ToBgra* self) {
+  GST_OBJECT_LOCK(self);
+  const int id = self->priv->settings.cuda_device_id;
+  GST_OBJECT_UNLOCK(self);
+  return id < 0 ? 0 : id;
+}
+
+// nvcodec neighbours ask for a "gst.cuda.context": the wrapper of the primary context the
+// debayer runs in, so that a process keeps one context per device.
+static gboolean gst_rg10_to_bgra_query(GstBaseTransform* trans, GstPadDirection direction,
+                                       GstQuery* query) {
+  auto* self = GST_RG10_TO_BGRA(trans);
+  if (self->priv->cuda_context.answer_query(GST_ELEMENT(self), query, context_device(self)))
+    return TRUE;
+  return GST_BASE_TRANSFORM_CLASS(gst_rg10_to_bgra_parent_class)->query(trans, direction, query);
+}
+
+static void gst_rg10_to_bgra_set_context(GstElement* element, GstContext* context) {
+  auto* self = GST_RG10_TO_BGRA(element);
+  self->priv->cuda_context.set(element, context, context_device(self));
+  GST_ELEMENT_CLASS(gst_rg10_to_bgra_parent_class)->set_context(element, context);
+}
+#endif
 
 static void gst_rg10_to_bgra_finalize(GObject* object) {
   auto* self = GST_RG10_TO_BGRA(object);
@@ -690,6 +730,14 @@ static void gst_rg10_to_bgra_class_init(GstRg10ToBgraClass* klass) {
       g_param_spec_double("gamma", "Gamma", "Exponent of transfer=power: output = x^(1/gamma)",
                           MIN_GAMMA, MAX_GAMMA, DEFAULT_GAMMA, rw_playing));
   g_object_class_install_property(
+      object_class, PROP_PRECISION,
+      g_param_spec_enum("precision", "Precision",
+                        "fast: every output byte within 1 code of the CPU reference, about twice "
+                        "as fast (the exact kernel still runs where that bound cannot hold: "
+                        "transfer=power with gamma above about 1.6, or gain x white-balance gain "
+                        "above 64); exact: bit-exact against the CPU reference",
+                        gst_cipc_precision_get_type(), DEFAULT_PRECISION, rw_playing));
+  g_object_class_install_property(
       object_class, PROP_CUDA_DEVICE_ID,
       g_param_spec_int("cuda-device-id", "CUDA device",
                        "CUDA device to debayer on (-1: device 0); must match cudasink-ipc's", -1,
@@ -717,6 +765,10 @@ static void gst_rg10_to_bgra_class_init(GstRg10ToBgraClass* klass) {
   gst_element_class_add_static_pad_template(element_class, &src_template);
 
   trans_class->passthrough_on_same_caps = FALSE;
+#ifdef CIPC_HAVE_GST_CUDA
+  trans_class->query = GST_DEBUG_FUNCPTR(gst_rg10_to_bgra_query);
+  element_class->set_context = GST_DEBUG_FUNCPTR(gst_rg10_to_bgra_set_context);
+#endif
   trans_class->start = GST_DEBUG_FUNCPTR(gst_rg10_to_bgra_start);
   trans_class->stop = GST_DEBUG_FUNCPTR(gst_rg10_to_bgra_stop);
   trans_class->transform_caps = GST_DEBUG_FUNCPTR(gst_rg10_to_bgra_transform_caps);

@@ -4,8 +4,9 @@
 // mapped pinned host input, gray world across frames. Part of test-cuda-gpu; skips with the
 // reason without a usable device.
 //
-// The kernel is compiled without fused multiply-adds, so it is expected to match exactly; the
-// tests allow the tolerance of 1 code value and report how many bytes differ at all.
+// Precision::kExact is compiled without fused multiply-adds and must match exactly;
+// Precision::kFast (the default) must be within 1 code of the reference and equal to its CPU
+// model (debayer_fast_model_cpu) byte for byte; the fast tests report how many bytes differ.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -82,15 +83,40 @@ class GpuDebayerTest : public ::testing::Test {
     EXPECT_TRUE(cc::copy_2d_async(as_ptr(out_dev.ptr()), out.size(), out.data(), out.size(),
                                   out.size(), 1, stream_.handle())
                     .is_ok());
+    run_and_download(in_dev.ptr(), raw, out_dev, p, wb, out_pitch, &out);
+    return out;
+  }
+
+  // Debayers `raw`'s frame from `in` into `out_dev` and downloads it into `*out`.
+  void run_and_download(cc::DevicePtr in, const Raw& raw, const cc::DeviceBuffer& out_dev,
+                        const cc::DebayerParams& p, cc::WhiteBalance wb, size_t out_pitch,
+                        std::vector<uint8_t>* out) {
     EXPECT_TRUE(debayer_.configure(p, wb, stream_.handle()).is_ok());
-    const cc::Status st = debayer_.run(in_dev.ptr(), raw.pitch, out_dev.ptr(), out_pitch, raw.width,
+    const cc::Status st = debayer_.run(in, raw.pitch, out_dev.ptr(), out_pitch, raw.width,
                                        raw.height, stream_.handle());
     EXPECT_TRUE(st.is_ok()) << st.message();
-    EXPECT_TRUE(cc::copy_2d_async(out.data(), out.size(), as_ptr(out_dev.ptr()), out.size(),
-                                  out.size(), 1, stream_.handle())
+    EXPECT_TRUE(cc::copy_2d_async(out->data(), out->size(), as_ptr(out_dev.ptr()), out->size(),
+                                  out->size(), 1, stream_.handle())
                     .is_ok());
     const cc::Status sync = stream_.synchronize();
     EXPECT_TRUE(sync.is_ok()) << sync.message();
+  }
+
+  // The same with the input read in place from mapped pinned host memory (as rg10tobgra reads
+  // its upstream pool), with the fixed gains.
+  std::vector<uint8_t> run_gpu_on_mapped_input(const Raw& raw, size_t out_pitch,
+                                               const cc::DebayerParams& p) {
+    cc::PinnedHostBuffer pinned;
+    cc::DevicePtr in = 0;
+    EXPECT_TRUE(cc::PinnedHostBuffer::create(raw.bytes.size(), &pinned).is_ok());
+    if (!pinned.data()) return {};
+    std::memcpy(pinned.data(), raw.bytes.data(), raw.bytes.size());
+    EXPECT_TRUE(cc::mapped_device_pointer(pinned.data(), &in).is_ok());
+    std::vector<uint8_t> out(out_pitch * static_cast<size_t>(raw.height), 0x5A);
+    cc::DeviceBuffer out_dev;
+    EXPECT_TRUE(cc::DeviceBuffer::create(0, out.size(), &out_dev).is_ok());
+    if (!in || !out_dev.ptr()) return {};
+    run_and_download(in, raw, out_dev, p, cc::WhiteBalance::kFixed, out_pitch, &out);
     return out;
   }
 
@@ -121,56 +147,123 @@ Diff compare(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
   return d;
 }
 
+// A frame size and the padding bytes per row of input and output.
+struct Size {
+  int w, h, extra_in, extra_out;
+};
+constexpr cb::CfaOrder kAllPhases[] = {cb::CfaOrder::kRGGB, cb::CfaOrder::kBGGR,
+                                       cb::CfaOrder::kGRBG, cb::CfaOrder::kGBRG};
+
+// Parameters of one case of the sweeps below: black level and pixel order vary with the seed.
+cc::DebayerParams varied_params(cb::CfaOrder phase, cb::BitAlignment align, cc::Demosaic method,
+                                uint32_t seed) {
+  cc::DebayerParams p;
+  p.phase = phase;
+  p.alignment = align;
+  p.method = method;
+  p.black_level = static_cast<uint16_t>(seed % 3 == 0 ? 0 : 50);
+  p.wb_red = 1.9f;
+  p.wb_green = 1.0f;
+  p.wb_blue = 1.4f;
+  p.order = seed % 5 == 0 ? cc::PixelOrder::kRgba : cc::PixelOrder::kBgra;
+  return p;
+}
+
 const char* phase_name(cb::CfaOrder p) {
   static const char* kNames[] = {"RGGB", "BGGR", "GRBG", "GBRG"};
   return kNames[static_cast<int>(p)];
 }
 
 TEST_F(GpuDebayerTest, MatchesCpuReferenceOverPhasesAlignmentsMethodsAndOddSizes) {
-  struct Size {
-    int w, h, extra_in, extra_out;
-  };
   // Odd, tiny, tile-straddling and padded sizes (extra_*: padding bytes per row); 517x77 has
   // 16-byte aligned input rows (1040 bytes), the kernel's chunked-load path.
   const Size sizes[] = {{1, 1, 0, 0},    {2, 2, 2, 4},   {3, 5, 0, 0},     {5, 3, 6, 12},
                         {63, 17, 2, 0},  {65, 15, 0, 8}, {127, 33, 10, 4}, {333, 211, 64, 36},
                         {1921, 7, 0, 0}, {64, 16, 0, 0}, {517, 77, 6, 0}};
-  const cb::CfaOrder phases[] = {cb::CfaOrder::kRGGB, cb::CfaOrder::kBGGR, cb::CfaOrder::kGRBG,
-                                 cb::CfaOrder::kGBRG};
   uint32_t seed = 1234;
-  size_t compared = 0, differing = 0;
+  size_t compared = 0;
   for (const Size& s : sizes) {
-    for (cb::CfaOrder phase : phases) {
+    for (cb::CfaOrder phase : kAllPhases) {
       for (cb::BitAlignment align : {cb::BitAlignment::kLsb, cb::BitAlignment::kMsb}) {
         for (cc::Demosaic method : {cc::Demosaic::kBilinear, cc::Demosaic::kMhc}) {
-          cc::DebayerParams p;
-          p.phase = phase;
-          p.alignment = align;
-          p.method = method;
-          p.black_level = static_cast<uint16_t>(seed % 3 == 0 ? 0 : 50);
-          p.wb_red = 1.9f;
-          p.wb_green = 1.0f;
-          p.wb_blue = 1.4f;
+          cc::DebayerParams p = varied_params(phase, align, method, seed);
           p.gain = 1.25f;
           p.transfer = seed % 2 ? cc::Transfer::kSrgb : cc::Transfer::kPower;
-          p.order = seed % 5 == 0 ? cc::PixelOrder::kRgba : cc::PixelOrder::kBgra;
+          p.precision = cc::Precision::kExact;
           const size_t in_pitch = 2 * static_cast<size_t>(s.w) + static_cast<size_t>(s.extra_in);
           const size_t out_pitch = 4 * static_cast<size_t>(s.w) + static_cast<size_t>(s.extra_out);
           const Raw raw = random_raw(s.w, s.h, in_pitch, align, seed++);
           const auto gpu = run_gpu(raw, out_pitch, p);
+          EXPECT_EQ(debayer_.last_precision(), cc::Precision::kExact);
           const auto cpu = run_cpu(raw, out_pitch, p);
           const Diff d = compare(gpu, cpu);
           compared += cpu.size();
-          differing += d.count;
-          ASSERT_LE(d.max, 1) << s.w << "x" << s.h << " " << phase_name(phase)
-                              << (align == cb::BitAlignment::kMsb ? " msb " : " lsb ")
-                              << (method == cc::Demosaic::kMhc ? "mhc" : "bilinear") << ": "
-                              << d.count << " bytes differ";
+          ASSERT_EQ(d.count, 0u) << s.w << "x" << s.h << " " << phase_name(phase)
+                                 << (align == cb::BitAlignment::kMsb ? " msb " : " lsb ")
+                                 << (method == cc::Demosaic::kMhc ? "mhc" : "bilinear")
+                                 << ": bytes differ by up to " << d.max;
         }
       }
     }
   }
-  std::printf("[ info     ] %zu bytes compared, %zu differ (by 1)\n", compared, differing);
+  std::printf("[ info     ] %zu bytes compared, all equal\n", compared);
+}
+
+// The default precision over the same kind of inputs, the fast kernel's own tile edges (64 x 64)
+// and more transfer curves: every byte within 1 code of debayer_cpu (alpha 255, padding
+// untouched: compare() covers the whole buffers) and equal to the CPU model of the fast
+// arithmetic. Where the bound does not hold (a dimension of 1, gamma 2.2) the exact kernel runs.
+TEST_F(GpuDebayerTest, FastIsWithinOneCodeOverPhasesAlignmentsMethodsAndOddSizes) {
+  // 517x77 and 641x479 (1282-byte rows padded to 1296) take the 16-byte chunk path; the others
+  // the per-sample one; 128x130 and 641x479 have interior, edge and corner tiles.
+  const Size sizes[] = {{1, 1, 0, 0},    {2, 2, 2, 4},      {3, 5, 0, 0},     {5, 3, 6, 12},
+                        {67, 45, 2, 8},  {65, 66, 0, 0},    {128, 130, 0, 0}, {1921, 7, 0, 0},
+                        {517, 77, 6, 0}, {641, 479, 14, 4}, {3, 1, 0, 0}};
+  uint32_t seed = 4321;
+  size_t compared = 0, differing = 0;
+  for (const Size& s : sizes) {
+    for (cb::CfaOrder phase : kAllPhases) {
+      for (cb::BitAlignment align : {cb::BitAlignment::kLsb, cb::BitAlignment::kMsb}) {
+        for (cc::Demosaic method : {cc::Demosaic::kBilinear, cc::Demosaic::kMhc}) {
+          cc::DebayerParams p = varied_params(phase, align, method, seed);
+          p.gain = seed % 4 == 0 ? 8.0f : 1.25f;  // 8 x 1.9: large gains, clipping
+          p.transfer = seed % 2 ? cc::Transfer::kSrgb : cc::Transfer::kLinear;
+          if (seed % 7 == 0) {
+            p.transfer = cc::Transfer::kPower;  // too steep near black: runs exact
+            p.gamma = 2.2f;
+          }
+          ASSERT_EQ(p.precision, cc::Precision::kFast) << "the default";
+          const size_t in_pitch = 2 * static_cast<size_t>(s.w) + static_cast<size_t>(s.extra_in);
+          const size_t out_pitch = 4 * static_cast<size_t>(s.w) + static_cast<size_t>(s.extra_out);
+          const Raw raw = random_raw(s.w, s.h, in_pitch, align, seed++);
+          const auto gpu = run_gpu(raw, out_pitch, p);
+          const bool fast_expected = s.w >= 2 && s.h >= 2 && p.transfer != cc::Transfer::kPower;
+          EXPECT_EQ(debayer_.last_precision(),
+                    fast_expected ? cc::Precision::kFast : cc::Precision::kExact);
+          const auto cpu = run_cpu(raw, out_pitch, p);
+          const Diff d = compare(gpu, cpu);
+          compared += cpu.size();
+          differing += d.count;
+          const std::string what = std::to_string(s.w) + "x" + std::to_string(s.h) + " " +
+                                   phase_name(phase) +
+                                   (align == cb::BitAlignment::kMsb ? " msb " : " lsb ") +
+                                   (method == cc::Demosaic::kMhc ? "mhc" : "bilinear");
+          ASSERT_LE(d.max, 1) << what << ": " << d.count << " bytes differ";
+          std::vector<uint8_t> model(out_pitch * static_cast<size_t>(raw.height), 0x5A);
+          cc::debayer_fast_model_cpu(raw.bytes.data(), raw.pitch, model.data(), out_pitch,
+                                     raw.width, raw.height, p);
+          if (fast_expected) {
+            const Diff m = compare(gpu, model);
+            ASSERT_EQ(m.count, 0u) << what << ": differs from the CPU model of the fast kernel";
+          }
+          for (int r = 0; r < raw.height; ++r)
+            for (int c = 0; c < raw.width; ++c)
+              ASSERT_EQ(gpu[r * out_pitch + 4 * c + 3], 255) << what << " alpha";
+        }
+      }
+    }
+  }
+  std::printf("[ info     ] fast: %zu bytes compared, %zu differ by 1\n", compared, differing);
 }
 
 TEST_F(GpuDebayerTest, LinearAndRgbaOrderMatchAtFullHd) {
@@ -179,30 +272,50 @@ TEST_F(GpuDebayerTest, LinearAndRgbaOrderMatchAtFullHd) {
   p.order = cc::PixelOrder::kRgba;
   p.black_level = 64;
   const Raw raw = random_raw(1920, 1080, 3840, cb::BitAlignment::kLsb, 77);
-  const Diff d = compare(run_gpu(raw, 7680, p), run_cpu(raw, 7680, p));
-  EXPECT_LE(d.max, 1) << d.count << " bytes differ";
+  for (cc::Precision precision : {cc::Precision::kExact, cc::Precision::kFast}) {
+    p.precision = precision;
+    const auto gpu = run_gpu(raw, 7680, p);
+    EXPECT_EQ(debayer_.last_precision(), precision);
+    const Diff d = compare(gpu, run_cpu(raw, 7680, p));
+    if (precision == cc::Precision::kExact) {
+      EXPECT_EQ(d.count, 0u) << "exact: bytes differ by up to " << d.max;
+    } else {
+      EXPECT_LE(d.max, 1) << "fast: " << d.count << " bytes differ";
+      std::printf("[ info     ] fast at 1080p: %zu bytes differ by 1\n", d.count);
+    }
+  }
 }
 
 TEST_F(GpuDebayerTest, ReadsMappedPinnedHostInputInPlace) {
   const int w = 641, h = 363;
   const size_t in_pitch = 2 * w + 14, out_pitch = 4 * w;
   const Raw raw = random_raw(w, h, in_pitch, cb::BitAlignment::kMsb, 9);
-  cc::PinnedHostBuffer pinned;
-  ASSERT_OK(cc::PinnedHostBuffer::create(raw.bytes.size(), &pinned));
-  std::memcpy(pinned.data(), raw.bytes.data(), raw.bytes.size());
-  cc::DevicePtr in = 0;
-  ASSERT_OK(cc::mapped_device_pointer(pinned.data(), &in));
-  cc::DeviceBuffer out_dev;
-  ASSERT_OK(cc::DeviceBuffer::create(0, out_pitch * h, &out_dev));
   cc::DebayerParams p;
   p.alignment = cb::BitAlignment::kMsb;
   p.phase = cb::CfaOrder::kGBRG;
-  ASSERT_OK(debayer_.configure(p, cc::WhiteBalance::kFixed, stream_.handle()));
-  ASSERT_OK(debayer_.run(in, in_pitch, out_dev.ptr(), out_pitch, w, h, stream_.handle()));
-  std::vector<uint8_t> gpu(out_pitch * h);
-  ASSERT_OK(cc::copy_2d_async(gpu.data(), gpu.size(), as_ptr(out_dev.ptr()), gpu.size(), gpu.size(),
-                              1, stream_.handle()));
-  ASSERT_OK(stream_.synchronize());
+  for (cc::Precision precision : {cc::Precision::kExact, cc::Precision::kFast}) {
+    p.precision = precision;
+    const std::vector<uint8_t> gpu = run_gpu_on_mapped_input(raw, out_pitch, p);
+    EXPECT_EQ(debayer_.last_precision(), precision);
+    const Diff d = compare(gpu, run_cpu(raw, out_pitch, p));
+    if (precision == cc::Precision::kExact) {
+      EXPECT_EQ(d.count, 0u) << "exact: bytes differ by up to " << d.max;
+    } else {
+      EXPECT_LE(d.max, 1) << "fast: " << d.count << " bytes differ";
+    }
+  }
+}
+
+// The same with 16-byte aligned rows: the fast kernel's chunked loads over the bus.
+TEST_F(GpuDebayerTest, FastReadsAlignedMappedPinnedHostInput) {
+  const int w = 640, h = 362;
+  const size_t in_pitch = 2 * w + 32, out_pitch = 4 * w;
+  const Raw raw = random_raw(w, h, in_pitch, cb::BitAlignment::kLsb, 10);
+  cc::DebayerParams p;
+  p.phase = cb::CfaOrder::kBGGR;
+  p.method = cc::Demosaic::kBilinear;
+  const std::vector<uint8_t> gpu = run_gpu_on_mapped_input(raw, out_pitch, p);
+  EXPECT_EQ(debayer_.last_precision(), cc::Precision::kFast);
   const Diff d = compare(gpu, run_cpu(raw, out_pitch, p));
   EXPECT_LE(d.max, 1) << d.count << " bytes differ";
 }
@@ -210,10 +323,17 @@ TEST_F(GpuDebayerTest, ReadsMappedPinnedHostInputInPlace) {
 // Gray world: frame 1 uses the fixed gains; frame 2 uses gains from frame 1's statistics
 // (computed on the GPU), which must equal gray_world_gains of the CPU sums; frame 3 uses
 // frame 2's. Each output equals the reference run with those gains.
-TEST_F(GpuDebayerTest, GrayWorldUsesThePreviousFramesStatistics) {
-  const int w = 517, h = 301;
+class GpuDebayerGrayWorldTest : public GpuDebayerTest,
+                                public ::testing::WithParamInterface<cc::Precision> {};
+
+TEST_P(GpuDebayerGrayWorldTest, UsesThePreviousFramesStatistics) {
+  const cc::Precision precision = GetParam();
+  // 520 columns: 16-byte aligned rows, the fast kernel's chunked loads (517 in the other
+  // tests covers the per-sample path).
+  const int w = precision == cc::Precision::kFast ? 520 : 517, h = 301;
   const size_t in_pitch = 2 * w, out_pitch = 4 * w;
   cc::DebayerParams p;
+  p.precision = precision;
   p.phase = cb::CfaOrder::kGRBG;
   p.black_level = 40;
   p.wb_red = 1.5f;
@@ -246,8 +366,13 @@ TEST_F(GpuDebayerTest, GrayWorldUsesThePreviousFramesStatistics) {
     with.wb_red = expected.red;
     with.wb_green = expected.green;
     with.wb_blue = expected.blue;
+    EXPECT_EQ(debayer_.last_precision(), precision);
     const Diff d = compare(gpu, run_cpu(frames[f], out_pitch, with));
-    EXPECT_LE(d.max, 1) << "frame " << f << ": " << d.count << " bytes differ";
+    if (precision == cc::Precision::kExact) {
+      EXPECT_EQ(d.count, 0u) << "frame " << f << ": bytes differ by up to " << d.max;
+    } else {
+      EXPECT_LE(d.max, 1) << "frame " << f << ": " << d.count << " bytes differ";
+    }
     const cc::BayerSums sums = cc::bayer_sums_cpu(frames[f].bytes.data(), in_pitch, w, h, p);
     expected = cc::gray_world_gains(sums.sum, sums.count, {p.wb_red, p.wb_green, p.wb_blue});
     EXPECT_GT(expected.red, 1.5f) << "the cast should ask for more red";
@@ -256,6 +381,12 @@ TEST_F(GpuDebayerTest, GrayWorldUsesThePreviousFramesStatistics) {
   run_gpu(frames[0], out_pitch, p, cc::WhiteBalance::kFixed);
   EXPECT_EQ(debayer_.last_gains().blue, p.wb_blue);
 }
+
+INSTANTIATE_TEST_SUITE_P(Precisions, GpuDebayerGrayWorldTest,
+                         ::testing::Values(cc::Precision::kExact, cc::Precision::kFast),
+                         [](const ::testing::TestParamInfo<cc::Precision>& info) {
+                           return info.param == cc::Precision::kExact ? "Exact" : "Fast";
+                         });
 
 TEST_F(GpuDebayerTest, RejectsBadGeometryWithAClearMessage) {
   cc::DebayerParams p;

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -551,6 +553,154 @@ TEST(DebayerStats, GrayWorldGains) {
   g = cc::gray_world_gains(dark_blue, count, fallback);
   EXPECT_EQ(g.red, fallback.red);
   EXPECT_EQ(g.blue, fallback.blue);
+}
+
+// ---- Precision::kFast: the host-side decision and the CPU model of the GPU's fast arithmetic
+
+// Random RAW10 words (a quarter of the samples forced to 0 or 1023), packed at `in_pitch`.
+std::vector<uint8_t> random_words(int width, int height, size_t in_pitch, cb::BitAlignment a,
+                                  uint32_t seed) {
+  std::vector<uint8_t> in(in_pitch * static_cast<size_t>(height), 0xFF);
+  uint32_t x = seed * 2654435761u + 7u;
+  for (int r = 0; r < height; ++r) {
+    for (int c = 0; c < width; ++c) {
+      x = x * 1664525u + 1013904223u;
+      int v = static_cast<int>((x >> 12) % 1024u);
+      if ((x >> 4) % 8 == 0) v = 0;
+      if ((x >> 4) % 8 == 1) v = 1023;
+      const uint16_t w = encode(v, a);
+      in[r * in_pitch + 2 * c] = static_cast<uint8_t>(w & 0xFF);
+      in[r * in_pitch + 2 * c + 1] = static_cast<uint8_t>(w >> 8);
+    }
+  }
+  return in;
+}
+
+// The 1-code bound holds only for tables whose adjacent entries differ by at most 1: every
+// adjacent pair of every table the fast path may use, and where power curves stop qualifying.
+TEST(DebayerFast, TableStepsDecideWhichCurvesQualify) {
+  EXPECT_EQ(cc::max_adjacent_step(cc::make_transfer_table(cc::Transfer::kSrgb, 2.2f)), 1);
+  EXPECT_EQ(cc::max_adjacent_step(cc::make_transfer_table(cc::Transfer::kLinear, 2.2f)), 1);
+  // x^(1/gamma) is steep near black for gamma > 1: 2.2 jumps from code 0 to 6 at index 1.
+  const auto power22 = cc::make_transfer_table(cc::Transfer::kPower, 2.2f);
+  EXPECT_GT(cc::max_adjacent_step(power22), 1);
+  cc::DebayerParams p;
+  p.transfer = cc::Transfer::kPower;
+  p.gamma = 2.2f;
+  EXPECT_FALSE(cc::fast_debayer_applies(p, false, power22));
+  // Every gamma rg10tobgra accepts (0.1 to 10), in steps of 0.01: qualifies exactly when the
+  // step is at most 1, and the qualifying ones are those up to a threshold near 1.6.
+  float largest_qualifying = 0.0f;
+  for (int hundredths = 10; hundredths <= 1000; ++hundredths) {
+    p.gamma = static_cast<float>(hundredths) / 100.0f;
+    const auto table = cc::make_transfer_table(cc::Transfer::kPower, p.gamma);
+    const bool small_steps = cc::max_adjacent_step(table) <= 1;
+    EXPECT_EQ(cc::fast_debayer_applies(p, false, table), small_steps) << p.gamma;
+    if (small_steps) {
+      EXPECT_EQ(largest_qualifying, p.gamma <= 1.0f ? 0.0f : largest_qualifying) << p.gamma;
+      if (p.gamma > 1.0f) largest_qualifying = p.gamma;
+    }
+  }
+  EXPECT_GT(largest_qualifying, 1.4f);
+  EXPECT_LT(largest_qualifying, 1.8f);
+  std::printf("[ info     ] power curves qualify for the fast path up to gamma %.2f\n",
+              largest_qualifying);
+  p.transfer = cc::Transfer::kSrgb;
+  EXPECT_TRUE(
+      cc::fast_debayer_applies(p, true, cc::make_transfer_table(cc::Transfer::kSrgb, 2.2f)));
+}
+
+TEST(DebayerFast, GainsInRange) {
+  cc::DebayerParams p;
+  EXPECT_TRUE(cc::fast_gains_in_range(p, false));
+  EXPECT_TRUE(cc::fast_gains_in_range(p, true));
+  p.gain = 8.0f;  // gray world may use white-balance gains up to 8: 8 x 8 = 64
+  EXPECT_TRUE(cc::fast_gains_in_range(p, true));
+  p.gain = 8.5f;
+  EXPECT_FALSE(cc::fast_gains_in_range(p, true));
+  EXPECT_TRUE(cc::fast_gains_in_range(p, false));
+  p.gain = 4.0f;
+  p.wb_blue = 16.0f;
+  EXPECT_TRUE(cc::fast_gains_in_range(p, false));
+  p.wb_blue = 16.5f;
+  EXPECT_FALSE(cc::fast_gains_in_range(p, false));
+  p.wb_blue = 1.0f;
+  for (float bad : {std::nanf(""), INFINITY, -INFINITY, 3e38f}) {
+    cc::DebayerParams q = p;
+    q.gain = bad;
+    EXPECT_FALSE(cc::fast_gains_in_range(q, false)) << bad;
+    q = p;
+    q.wb_red = bad;
+    EXPECT_FALSE(cc::fast_gains_in_range(q, false)) << bad;
+  }
+}
+
+// The model of the GPU's fast arithmetic against the reference: every byte within 1 code, over
+// every phase, alignment and method, odd sizes, padded pitches, black levels, and the largest
+// gains the fast path accepts. Padding is left alone and alpha is 255.
+TEST(DebayerFast, ModelWithinOneCodeOfReference) {
+  struct Size {
+    int w, h, extra_in, extra_out;
+  };
+  const Size sizes[] = {{2, 2, 2, 4},   {3, 5, 0, 0}, {5, 3, 6, 12},
+                        {67, 45, 2, 8}, {1, 7, 0, 0}, {128, 66, 0, 0}};
+  struct Gains {
+    float gain, red, green, blue;
+  };
+  const Gains gains[] = {{1.0f, 1.0f, 1.0f, 1.0f},
+                         {1.25f, 1.9f, 1.0f, 1.4f},
+                         {8.0f, 8.0f, 0.125f, 7.99f},  // |gain| x |wb| = 64, the limit
+                         {64.0f, 0.2f, 1.0f, 0.01f},   // gain at its limit
+                         {0.37f, 3.3f, 2.1f, 0.7f}};
+  size_t compared = 0, differing = 0;
+  uint32_t seed = 99;
+  for (const Size& s : sizes) {
+    for (cb::CfaOrder phase : kPhases) {
+      for (cb::BitAlignment align : kAlignments) {
+        for (cc::Demosaic method : kMethods) {
+          for (const Gains& g : gains) {
+            for (cc::Transfer transfer : {cc::Transfer::kSrgb, cc::Transfer::kLinear}) {
+              cc::DebayerParams p;
+              p.phase = phase;
+              p.alignment = align;
+              p.method = method;
+              p.black_level = static_cast<uint16_t>(seed % 3 == 0 ? 0 : seed % 3 == 1 ? 50 : 1000);
+              p.gain = g.gain;
+              p.wb_red = g.red;
+              p.wb_green = g.green;
+              p.wb_blue = g.blue;
+              p.transfer = transfer;
+              p.order = seed % 2 ? cc::PixelOrder::kRgba : cc::PixelOrder::kBgra;
+              ASSERT_TRUE(
+                  cc::fast_debayer_applies(p, false, cc::make_transfer_table(transfer, p.gamma)));
+              const size_t in_pitch = 2 * static_cast<size_t>(s.w) + s.extra_in;
+              const size_t out_pitch = 4 * static_cast<size_t>(s.w) + s.extra_out;
+              const auto in = random_words(s.w, s.h, in_pitch, align, seed++);
+              std::vector<uint8_t> exact(out_pitch * s.h, 0xA5), fast(out_pitch * s.h, 0xA5);
+              cc::debayer_cpu(in.data(), in_pitch, exact.data(), out_pitch, s.w, s.h, p);
+              cc::debayer_fast_model_cpu(in.data(), in_pitch, fast.data(), out_pitch, s.w, s.h, p);
+              for (int r = 0; r < s.h; ++r) {
+                for (size_t i = 0; i < out_pitch; ++i) {
+                  const size_t at = r * out_pitch + i;
+                  const int delta = std::abs(exact[at] - fast[at]);
+                  differing += delta != 0;
+                  ASSERT_LE(delta, 1) << s.w << "x" << s.h << " " << describe(phase, align, method)
+                                      << " gain " << g.gain << " at row " << r << " byte " << i;
+                  if (i >= 4 * static_cast<size_t>(s.w)) {
+                    ASSERT_EQ(fast[at], 0xA5) << "padding written";
+                  } else if (i % 4 == 3) {
+                    ASSERT_EQ(fast[at], 255) << "alpha";
+                  }
+                }
+              }
+              compared += exact.size();
+            }
+          }
+        }
+      }
+    }
+  }
+  std::printf("[ info     ] %zu bytes compared, %zu differ by 1\n", compared, differing);
 }
 
 }  // namespace

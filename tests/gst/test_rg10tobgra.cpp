@@ -116,6 +116,7 @@ TEST_F(Rg10ToBgra, IsRegisteredWithDefaultsAndRanges) {
   EXPECT_EQ(enum_default("method"), "mhc");
   EXPECT_EQ(enum_default("wb-mode"), "fixed");
   EXPECT_EQ(enum_default("transfer"), "srgb");
+  EXPECT_EQ(enum_default("precision"), "fast");
   EXPECT_EQ(black, 0u);
   EXPECT_EQ(gain, 1.0);
   EXPECT_EQ(gamma, 2.2);
@@ -123,7 +124,7 @@ TEST_F(Rg10ToBgra, IsRegisteredWithDefaultsAndRanges) {
   EXPECT_EQ(G_PARAM_SPEC_UINT(g_object_class_find_property(klass, "black-level"))->maximum, 1022u);
   for (const char* p :
        {"bit-alignment", "black-level", "wb-mode", "wb-red", "wb-green", "wb-blue", "method",
-        "gain", "transfer", "gamma", "cuda-device-id", "input-pool-size", "stats"}) {
+        "gain", "transfer", "gamma", "precision", "cuda-device-id", "input-pool-size", "stats"}) {
     GParamSpec* spec = g_object_class_find_property(klass, p);
     ASSERT_NE(spec, nullptr) << p;
     EXPECT_GT(std::string(g_param_spec_get_blurb(spec)).size(), 20u) << p;
