@@ -3,9 +3,12 @@
 
 #include <gst/video/video.h>
 
+#include <vector>
+
 #ifdef CIPC_HAVE_CUDA
 #include "cuda_slots.h"
 #include "cudaframes.h"
+#include "release_worker.h"
 #endif
 #include "cudainterop.h"
 
@@ -13,9 +16,26 @@ namespace cipc_gst {
 
 struct SlotCopier::Cuda {
 #ifdef CIPC_HAVE_CUDA
+  int device = -1;
   cipc_cuda::Stream stream;
+  // "This frame's copy is done" events, recycled: one is free again once the release worker
+  // has dropped its reference.
+  std::vector<std::shared_ptr<cipc_cuda::Event>> copy_done;
 #endif
 };
+
+#ifdef CIPC_HAVE_CUDA
+// Upstream's buffer (and its mapping) while the GPU copy still reads it.
+struct SlotCopier::HeldInput {
+  GstBuffer* buffer = nullptr;
+  GstVideoFrame frame;
+  bool mapped = false;
+  ~HeldInput() {
+    if (mapped) gst_video_frame_unmap(&frame);
+    if (buffer) gst_buffer_unref(buffer);
+  }
+};
+#endif
 
 SlotCopier::~SlotCopier() = default;
 
@@ -24,6 +44,7 @@ std::unique_ptr<SlotCopier> SlotCopier::create(int cuda_device, std::string* err
   if (cuda_device < 0) return copier;
 #ifdef CIPC_HAVE_CUDA
   copier->cuda_ = std::make_unique<Cuda>();
+  copier->cuda_->device = cuda_device;
   const cipc_cuda::Status s = cipc_cuda::Stream::create(cuda_device, &copier->cuda_->stream);
   if (!s) {
     *error = "could not create a CUDA stream: " + s.message();
@@ -80,8 +101,9 @@ bool SlotCopier::cuda_copy(const GstVideoInfo& info, GstBuffer* buffer, GstBuffe
   const GstCudaIpcMemoryInfo* in_cuda = gst_cuda_ipc_memory_get_info(in_mem);
   const cipc_cuda::StreamHandle stream = cuda_->stream.handle();
   cipc_cuda::Status status = dst->begin_write(stream);
-  GstVideoFrame in;
-  bool mapped = false;
+  auto held = std::make_shared<HeldInput>();
+  GstVideoFrame& in = held->frame;
+  bool& mapped = held->mapped;
   PlanePointers src;
   if (status && in_cuda) {
     // Another element's CUDA memory: one device-to-device copy, after its writer.
@@ -104,10 +126,39 @@ bool SlotCopier::cuda_copy(const GstVideoInfo& info, GstBuffer* buffer, GstBuffe
   if (status)
     status = copy_planes_async(info, planes_at(dst->ptr(), layout_of(info, slot)), src, stream);
   if (status) status = dst->end_write(stream);
-  if (status) status = cuda_->stream.synchronize();
-  if (mapped) gst_video_frame_unmap(&in);
-  if (!status) *error = status.message();
-  return static_cast<bool>(status);
+  if (!status) {
+    *error = status.message();
+    // Part of the copy may be queued: upstream's buffer goes (with `held`) only after it.
+    (void)cuda_->stream.synchronize();
+    return false;
+  }
+  return release_after_copy(std::move(held), buffer, error);
+}
+
+bool SlotCopier::release_after_copy(std::shared_ptr<HeldInput> held, GstBuffer* buffer,
+                                    std::string* error) {
+  // Consumers wait for the slot on the GPU (its readiness event, recorded after the copy); only
+  // upstream's buffer must outlive the copy. Kept by reference and let go by the release worker
+  // once the copy is done, so this streaming thread never waits for the GPU.
+  std::shared_ptr<cipc_cuda::Event> done;
+  for (const auto& e : cuda_->copy_done)
+    if (e.use_count() == 1) done = e;
+  cipc_cuda::Status s;
+  if (!done) {
+    done = std::make_shared<cipc_cuda::Event>();
+    s = cipc_cuda::Event::create_local(cuda_->device, done.get());
+    if (s) cuda_->copy_done.push_back(done);
+  }
+  if (s) s = done->record(cuda_->stream.handle());
+  if (!s) {
+    // No event: wait here instead; `held` then goes when this returns, the copy complete.
+    s = cuda_->stream.synchronize();
+    if (!s) *error = s.message();
+    return static_cast<bool>(s);
+  }
+  held->buffer = gst_buffer_ref(buffer);
+  cipc_slots::drop_when_done(std::move(done), std::move(held));
+  return true;
 }
 #else
 bool SlotCopier::cuda_copy(const GstVideoInfo&, GstBuffer*, GstBuffer*, std::string* error) {

@@ -2,7 +2,9 @@
 // Copies a frame that does not sit in a current slot (upstream ignored the pool, or wrote into a
 // pool a roll-over replaced) into one: a CPU copy into host slots; one upload (system memory) or
 // one device-to-device copy (another element's CUDA memory) into CUDA slots, on the copier's own
-// stream. The copy is complete when copy() returns: upstream may reuse its buffer at once.
+// stream. copy() does not wait for the GPU: consumers wait for the slot on the GPU (or, with
+// sync-mode=cpu, the slot's end_write waits), and upstream's buffer is kept referenced (and
+// mapped) until the copy has read it.
 #pragma once
 
 #include <gst/gst.h>
@@ -31,6 +33,9 @@ class SlotCopier {
   SlotCopier() = default;
   bool cpu_copy(const GstVideoInfo& info, GstBuffer* buffer, GstBuffer* slot, std::string* error);
   bool cuda_copy(const GstVideoInfo& info, GstBuffer* buffer, GstBuffer* slot, std::string* error);
+  struct HeldInput;
+  // CUDA builds: lets go of `held` (upstream's buffer) once the copy on the stream is done.
+  bool release_after_copy(std::shared_ptr<HeldInput> held, GstBuffer* buffer, std::string* error);
   std::unique_ptr<Cuda> cuda_;
 };
 

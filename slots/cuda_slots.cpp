@@ -4,9 +4,14 @@
 #include <string>
 
 #include "release_worker.h"
+#include "waker.h"
 
 namespace cipc_slots {
 namespace {
+
+// How long a reader's thread polls its release event before handing the frame to the release
+// worker (see drop_after_reads).
+constexpr uint64_t kInlineReleaseWindowNs = 20000;
 
 cipc::Error cuda_error(const std::string& what, const cipc_cuda::Status& s) {
   return cipc::Error{cipc::ErrorCode::kSystem, what + ": " + s.message()};
@@ -53,7 +58,9 @@ cipc::Result<std::unique_ptr<CudaSlotMemory>> CudaSlotMemory::import(
             "different PID namespaces; or set sync-mode=cpu on the sink)",
             s);
     }
-    s = cipc_cuda::Event::create_interprocess(device, &m->release_);
+    // Only this process waits on it, on the CPU (wait_released): a blocking-sync event sleeps
+    // in that wait where an interprocess one would spin a core.
+    s = cipc_cuda::Event::create_local(device, &m->release_);
     if (!s) return cuda_error("creating a release event", s);
   }
   return m;
@@ -92,6 +99,25 @@ cipc_cuda::Status CudaSlotMemory::wait_released() {
 }
 
 void CudaSlotMemory::drop_after_reads(std::shared_ptr<void> keepalive) {
+  // Reads that are done, or finish within a few microseconds (a consumer that only waited for
+  // readiness, or whose GPU work finished while downstream held the frame; a release recorded
+  // just now needs the GPU a few microseconds to pass): RELEASE from this thread. Handing off
+  // to the release worker costs two wake-ups (its own, then the event's) of 20-50 us of CPU
+  // each, more than polling the event for kInlineReleaseWindowNs.
+  if (!release_.valid()) {
+    keepalive.reset();
+    return;
+  }
+  const uint64_t give_up = cipc::monotonic_ns() + kInlineReleaseWindowNs;
+  for (;;) {
+    bool done = false;
+    if (!release_.query(&done)) break;  // the worker's wait reports the error
+    if (done) {
+      keepalive.reset();
+      return;
+    }
+    if (cipc::monotonic_ns() >= give_up) break;
+  }
   // `this` lives while `keepalive` does: it owns the frame, which owns the imported slot.
   drop_after([this] { return wait_released(); }, std::move(keepalive));
 }
