@@ -24,15 +24,21 @@
 // --stamps (producer) and --arrivals (consumer) write "frame-number CLOCK_MONOTONIC-ns" lines:
 // when a frame entered the producer's sink (just before the push, or before the download where
 // there is one), and when it left the consumer's first element (cudasrc-ipc's src pad; after the
-// upload for host memory). Both processes print `CPU us_per_frame=X frames=N`: their own CPU
-// time per frame over the frames after the first 30 (start-up left out).
+// upload for host memory); <arrivals>.send has the producer's send time of each frame
+// (cudasrc-ipc's reference timestamp meta). Both processes print `CPU us_per_frame=X frames=N`:
+// their own CPU time per frame over the frames after the first 30 (start-up left out), and a
+// `THREAD name=… cpu_us_per_frame=… wakeups_per_frame=…` line per thread; the producer also
+// prints `PUSH cpu_us_per_frame=…`, the sink's share of its own thread (the push call).
 // display runs `cudasrc-ipc ! ximagesink sync=false` and writes "capture-ns present-ns" per
 // frame to --arrivals: the frame's capture time (its PTS on CLOCK_MONOTONIC) and when ximagesink
 // had shown it (its chain function returned; with sync=false it draws inside it).
 //
 // --cpu-map 1 makes the consumer read frames with gst_buffer_map() (checksummed on the CPU), as
-// an element that knows nothing of CUDA would. fake-producer answers HELLO with a WELCOME for
-// CUDA memory on a GPU no machine has, and prints PEER-ERROR <text> for the consumer's answer.
+// an element that knows nothing of CUDA would. --streaming-thread 1 handles each frame in the
+// pipeline's streaming thread (appsink's new-sample callback), as an element downstream of
+// cudasrc-ipc would, instead of pulling it into the main thread (a hand-off per frame).
+// fake-producer answers HELLO with a WELCOME for CUDA memory on a GPU no machine has, and prints
+// PEER-ERROR <text> for the consumer's answer.
 //
 // The producer is a GPU writer as an upstream element would be: it takes buffers from
 // cudasink-ipc's proposed pool of CUDA slots, fills each on its own stream with a pattern kernel
@@ -49,6 +55,8 @@
 // SIGINT ends it (stops the loop, prints STATS) even when no consumer is left. The consumer takes
 // up to 8 frames in flight by default, as many as the producer has slots: at its limit the
 // producer would drop frames for it instead of waiting.
+#include <dirent.h>
+#include <dlfcn.h>
 #include <gst/app/gstappsink.h>
 #include <gst/app/gstappsrc.h>
 #include <gst/check/gstharness.h>
@@ -64,6 +72,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -93,7 +102,8 @@ struct Options {
       max_in_flight = 8;
   int pool_size = 8, consumers = 1;
   bool cpu_map = false;  // consume: read frames through gst_buffer_map() (the CPU fallback)
-  bool vandal = false;   // consume: try to write into each received frame (must fault)
+  bool streaming_thread = false;  // consume: handle frames in the streaming thread (no appsink hop)
+  bool vandal = false;            // consume: try to write into each received frame (must fault)
   std::string gpu_uuid = "random";  // fake-producer: the GPU it claims to use
   long frames = 600;
 };
@@ -138,6 +148,8 @@ Options parse(int argc, char** argv) {
       o.hold_ms = std::stoi(v);
     else if (k == "--cpu-map")
       o.cpu_map = v == "1";
+    else if (k == "--streaming-thread")
+      o.streaming_thread = v == "1";
     else if (k == "--vandal")
       o.vandal = v == "1";
     else if (k == "--timeout-s")
@@ -237,6 +249,86 @@ class CpuMeter {
   long start_frame_ = -1;
 };
 constexpr long kWarmupFrames = 30;
+
+// Where a process's CPU time and wake-ups go, per thread: CPU time from
+// /proc/self/task/<tid>/schedstat (nanoseconds on the CPU) and voluntary context switches (the
+// thread slept and was woken) from .../status, between mark() and report(), per frame. One
+// "THREAD name=<comm> cpu_us_per_frame=X wakeups_per_frame=Y" line per thread that ran.
+class ThreadMeter {
+ public:
+  void mark(long frame) {
+    start_ = sample();
+    start_frame_ = frame;
+  }
+  void report(long frames) const {
+    if (start_frame_ < 0 || frames <= start_frame_) return;
+    const double n = double(frames - start_frame_);
+    for (const auto& [tid, now] : sample()) {
+      const auto before = start_.find(tid);
+      const Usage base = before == start_.end() ? Usage{now.name, 0, 0} : before->second;
+      const double cpu_us = double(now.cpu_ns - base.cpu_ns) / 1000.0;
+      const double wakeups = double(now.wakeups - base.wakeups);
+      if (cpu_us < 1.0 && wakeups < 1.0) continue;
+      printf("THREAD name=%s cpu_us_per_frame=%.2f wakeups_per_frame=%.3f\n", now.name.c_str(),
+             cpu_us / n, wakeups / n);
+    }
+  }
+
+ private:
+  struct Usage {
+    std::string name;
+    uint64_t cpu_ns = 0, wakeups = 0;
+  };
+  static std::map<long, Usage> sample() {
+    std::map<long, Usage> out;
+    DIR* dir = opendir("/proc/self/task");
+    if (!dir) return out;
+    while (dirent* e = readdir(dir)) {
+      if (e->d_name[0] == '.') continue;
+      const std::string base = std::string("/proc/self/task/") + e->d_name;
+      Usage u;
+      if (FILE* f = fopen((base + "/schedstat").c_str(), "r")) {
+        unsigned long long ns = 0;
+        if (fscanf(f, "%llu", &ns) == 1) u.cpu_ns = ns;
+        fclose(f);
+      }
+      if (FILE* f = fopen((base + "/status").c_str(), "r")) {
+        char line[256];
+        while (fgets(line, sizeof line, f)) {
+          unsigned long long v = 0;
+          char name[64];
+          if (sscanf(line, "Name:\t%63[^\n]", name) == 1) u.name = name;
+          if (sscanf(line, "voluntary_ctxt_switches: %llu", &v) == 1) u.wakeups = v;
+        }
+        fclose(f);
+      }
+      for (char& c : u.name)
+        if (c == ' ') c = '_';
+      out[atol(e->d_name)] = u;
+    }
+    closedir(dir);
+    return out;
+  }
+  std::map<long, Usage> start_;
+  long start_frame_ = -1;
+};
+
+// Tells the copy audit (tests/tools/copy_audit.cpp), when this process runs under it, that
+// start-up is over: its CUDA API counts restart here.
+void mark_copy_audit() {
+  const char* lib = getenv("CUDA_INJECTION64_PATH");
+  void* handle = lib ? dlopen(lib, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+  if (!handle) return;
+  if (auto mark = reinterpret_cast<void (*)()>(dlsym(handle, "copy_audit_mark"))) mark();
+  dlclose(handle);
+}
+
+// CPU time of the calling thread, for the share of one call (the producer's push).
+double thread_cpu_us() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
 
 // "frame-number CLOCK_MONOTONIC-ns" lines, collected in memory and written at the end.
 class TimeLog {
@@ -451,11 +543,17 @@ int produce(const Options& o) {
       wait_for_consumers(o.consumers, [&] { return int(sink.consumers()); });
   }
   CpuMeter cpu;
+  ThreadMeter threads;
+  double push_cpu_us = 0;  // the sink's share on this thread: push() of the frames after warm-up
   const uint64_t period = o.fps ? 1000000000ull / o.fps : 0;
   const uint64_t t0 = now_ns();
   long i = 0;
   for (; (o.frames == 0 || i < o.frames) && !g_stop; ++i) {
-    if (i == kWarmupFrames) cpu.mark(i);
+    if (i == kWarmupFrames) {
+      cpu.mark(i);
+      threads.mark(i);
+      mark_copy_audit();
+    }
     if (period) {
       const uint64_t due = t0 + i * period;
       const timespec ts{time_t(due / 1000000000ull), long(due % 1000000000ull)};
@@ -503,12 +601,17 @@ int produce(const Options& o) {
     }
     GST_BUFFER_PTS(b) = period ? i * period : i * 1000000;
     GST_BUFFER_OFFSET(b) = i;
+    const double push_start = thread_cpu_us();
     if (detour)
       shm.push(b);
     else
       sink.push(b);
+    if (i >= kWarmupFrames) push_cpu_us += thread_cpu_us() - push_start;
   }
   cpu.report(i);
+  threads.report(i);
+  if (i > kWarmupFrames)
+    printf("PUSH cpu_us_per_frame=%.2f\n", push_cpu_us / double(i - kWarmupFrames));
   if (record) fclose(record);
   if (detour) {
     shm.finish();
@@ -523,13 +626,19 @@ int produce(const Options& o) {
 struct ConsumerState {
   FILE* record = nullptr;
   TimeLog* arrivals = nullptr;
-  long frames = 0;
+  TimeLog* sends = nullptr;
+  std::atomic<long> frames{0};  // counted in the streaming thread with --streaming-thread 1
 };
 
-// When a frame leaves cudasrc-ipc (its first element), by frame number.
+// When a frame leaves cudasrc-ipc (its first element), by frame number; and when the producer
+// sent it (cudasrc-ipc's reference timestamp meta), which splits the latency into stages.
 GstPadProbeReturn arrival_probe(GstPad*, GstPadProbeInfo* info, gpointer data) {
   auto* st = static_cast<ConsumerState*>(data);
-  st->arrivals->add(GST_BUFFER_OFFSET(GST_PAD_PROBE_INFO_BUFFER(info)), now_ns());
+  GstBuffer* b = GST_PAD_PROBE_INFO_BUFFER(info);
+  st->arrivals->add(GST_BUFFER_OFFSET(b), now_ns());
+  static GstCaps* send_time = gst_caps_new_empty_simple("timestamp/x-cudaipc-send-monotonic");
+  if (GstReferenceTimestampMeta* m = gst_buffer_get_reference_timestamp_meta(b, send_time))
+    st->sends->add(GST_BUFFER_OFFSET(b), m->timestamp);
   return GST_PAD_PROBE_OK;
 }
 
@@ -568,8 +677,10 @@ int consume(const Options& o) {
   GstElement* src = gst_bin_get_by_name(GST_BIN(pipeline), "src");
   GstElement* out = gst_bin_get_by_name(GST_BIN(pipeline), "out");
   TimeLog arrivals(o.arrivals);
+  TimeLog sends(o.arrivals.empty() ? std::string() : o.arrivals + ".send");
   ConsumerState st;
   st.arrivals = &arrivals;
+  st.sends = &sends;
   if (cuda) {
     GstPad* pad = gst_element_get_static_pad(src, "src");
     gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, arrival_probe, &st, nullptr);
@@ -588,30 +699,14 @@ int consume(const Options& o) {
   int rc = 0;
   uint64_t first_ns = 0, last_ns = 0;
   CpuMeter cpu;
-  while (!g_stop && (o.frames == 0 || st.frames < o.frames)) {
-    if (report_error(bus, 0)) {
-      rc = 2;
-      break;
+  ThreadMeter threads;
+  // One received frame: wait for it on the GPU, optionally checksum it, record the release.
+  auto process = [&](GstSample* sample) {
+    if (st.frames == kWarmupFrames) {
+      cpu.mark(st.frames);
+      threads.mark(st.frames);
+      mark_copy_audit();
     }
-    GstSample* sample = gst_app_sink_try_pull_sample(GST_APP_SINK(out), 100 * GST_MSECOND);
-    if (!sample) {
-      if (gst_app_sink_is_eos(GST_APP_SINK(out))) {
-        // An error ends the stream too: report it, not the EOS that follows it.
-        if (report_error(bus, 200 * GST_MSECOND)) {
-          rc = 2;
-          break;
-        }
-        printf("EOS\n");
-        break;
-      }
-      if (now_ns() > deadline) {
-        printf("ERROR timeout after %ld frames\n", st.frames);
-        rc = 2;
-        break;
-      }
-      continue;
-    }
-    if (st.frames == kWarmupFrames) cpu.mark(st.frames);
     GstBuffer* b = gst_sample_get_buffer(sample);
     GstVideoInfo vi;
     gst_video_info_from_caps(&vi, gst_sample_get_caps(sample));
@@ -671,7 +766,7 @@ int consume(const Options& o) {
           if (e == cudaSuccess)
             e = cudaStreamSynchronize(static_cast<cudaStream_t>(stream.handle()));
           if (e != cudaSuccess) die(std::string("vandal write failed: ") + cudaGetErrorString(e));
-          printf("VANDALISED %ld\n", st.frames + 1);
+          printf("VANDALISED %ld\n", st.frames.load() + 1);
         }
         if (st.record)
           fprintf(st.record, "%llu %llu\n", (unsigned long long)GST_BUFFER_OFFSET(b),
@@ -684,15 +779,59 @@ int consume(const Options& o) {
     ++st.frames;
     if (st.frames == 1) first_ns = now_ns();
     last_ns = now_ns();
-    printf("FRAME %ld\n", st.frames);
+    printf("FRAME %ld\n", st.frames.load());
     if (st.frames % 64 == 0) fflush(stdout);
+  };
+  if (o.streaming_thread) {
+    // In the streaming thread, as an element downstream of cudasrc-ipc would: no hand-off to
+    // this thread (appsink's queue and a wake-up per frame).
+    GstAppSinkCallbacks callbacks{};
+    callbacks.new_sample = [](GstAppSink* sink, gpointer data) -> GstFlowReturn {
+      GstSample* sample = gst_app_sink_pull_sample(sink);
+      if (sample) (*static_cast<decltype(process)*>(data))(sample);
+      return GST_FLOW_OK;
+    };
+    gst_app_sink_set_callbacks(GST_APP_SINK(out), &callbacks, &process, nullptr);
+  }
+  while (!g_stop && (o.frames == 0 || st.frames < o.frames)) {
+    if (report_error(bus, 0)) {
+      rc = 2;
+      break;
+    }
+    GstSample* sample = o.streaming_thread
+                            ? nullptr
+                            : gst_app_sink_try_pull_sample(GST_APP_SINK(out), 100 * GST_MSECOND);
+    if (o.streaming_thread && !gst_app_sink_is_eos(GST_APP_SINK(out)) &&
+        report_error(bus, 100 * GST_MSECOND)) {
+      rc = 2;
+      break;
+    }
+    if (!sample) {
+      if (gst_app_sink_is_eos(GST_APP_SINK(out))) {
+        // An error ends the stream too: report it, not the EOS that follows it.
+        if (report_error(bus, 200 * GST_MSECOND)) {
+          rc = 2;
+          break;
+        }
+        printf("EOS\n");
+        break;
+      }
+      if (now_ns() > deadline) {
+        printf("ERROR timeout after %ld frames\n", st.frames.load());
+        rc = 2;
+        break;
+      }
+      continue;
+    }
+    process(sample);
   }
   cpu.report(st.frames);
+  threads.report(st.frames);
   fflush(stdout);
   if (st.record) fclose(st.record);
   if (st.frames > 1)
     printf("RATE fps=%.1f frames=%ld\n", (st.frames - 1) * 1e9 / double(last_ns - first_ns),
-           st.frames);
+           st.frames.load());
   if (!shm) print_stats(src, "STATS");
   gst_element_set_state(pipeline, GST_STATE_NULL);
   gst_object_unref(bus);

@@ -12,6 +12,12 @@
 //              PtoP=<n>/<bytes> HtoH=<n>/<bytes> other=<n>/<bytes> memset=<n>/<bytes>
 //
 // (one line). COPY_AUDIT_FRAMES=<N> adds a second line of per-frame operation counts (count / N).
+// COPY_AUDIT_API=1 also counts CUDA API calls (CUPTI callbacks on the runtime and driver APIs)
+// and adds "copy-audit api per-frame(N): runtime=R driver=D top: name=n ..." (the eight most
+// frequent functions of both, per frame; a runtime call usually makes driver calls too). A process
+// may call copy_audit_mark() (found with dlopen(CUDA_INJECTION64_PATH, RTLD_NOLOAD) + dlsym) once
+// its start-up is over: the API counts restart there, and N is then COPY_AUDIT_API_FRAMES, the
+// frames after the mark, so that start-up calls are not spread over the frames.
 // See README.md beside this file. The library never makes the host process fail: when CUPTI
 // refuses, it prints "copy-audit: disabled: <reason>" and stays inert.
 
@@ -47,6 +53,30 @@ struct Counter {
 };
 Counter g_counters[kSlots];
 std::atomic<uint64_t> g_dropped{0};
+
+// COPY_AUDIT_API=1: calls per function, indexed by CUPTI callback id, per API domain.
+constexpr int kRuntimeIds = CUPTI_RUNTIME_TRACE_CBID_SIZE;
+constexpr int kDriverIds = CUPTI_DRIVER_TRACE_CBID_SIZE;
+std::atomic<uint64_t> g_runtime_calls[kRuntimeIds];
+std::atomic<uint64_t> g_driver_calls[kDriverIds];
+std::atomic<const char*> g_runtime_names[kRuntimeIds];
+std::atomic<const char*> g_driver_names[kDriverIds];
+std::atomic<bool> g_api_counting{false};
+std::atomic<bool> g_api_marked{false};
+
+void CUPTIAPI on_api_call(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id,
+                          const void* data) {
+  const auto* info = static_cast<const CUpti_CallbackData*>(data);
+  if (info->callbackSite != CUPTI_API_ENTER) return;
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API && id < static_cast<CUpti_CallbackId>(kRuntimeIds)) {
+    g_runtime_calls[id].fetch_add(1, std::memory_order_relaxed);
+    g_runtime_names[id].store(info->functionName, std::memory_order_relaxed);
+  } else if (domain == CUPTI_CB_DOMAIN_DRIVER_API &&
+             id < static_cast<CUpti_CallbackId>(kDriverIds)) {
+    g_driver_calls[id].fetch_add(1, std::memory_order_relaxed);
+    g_driver_names[id].store(info->functionName, std::memory_order_relaxed);
+  }
+}
 
 std::atomic<bool> g_initialized{false};  // InitializeInjection ran
 std::atomic<bool> g_enabled{false};      // CUPTI activity collection is on
@@ -185,6 +215,40 @@ struct Text {
   }
 };
 
+// The API-call line (COPY_AUDIT_API=1), per frame when COPY_AUDIT_FRAMES is set, else totals.
+void add_api_lines(Text& text) {
+  double frames = 1.0;
+  const char* frames_env =
+      getenv(g_api_marked.load() ? "COPY_AUDIT_API_FRAMES" : "COPY_AUDIT_FRAMES");
+  if (frames_env != nullptr && strtoull(frames_env, nullptr, 10) > 0)
+    frames = static_cast<double>(strtoull(frames_env, nullptr, 10));
+  uint64_t runtime = 0, driver = 0;
+  for (int i = 0; i < kRuntimeIds; ++i) runtime += g_runtime_calls[i].load();
+  for (int i = 0; i < kDriverIds; ++i) driver += g_driver_calls[i].load();
+  text.add("copy-audit api per-frame(%.0f): runtime=%.2f driver=%.2f top:", frames,
+           static_cast<double>(runtime) / frames, static_cast<double>(driver) / frames);
+  // The eight largest counts of either domain (a selection sort; no allocation on this path).
+  static bool shown[kRuntimeIds + kDriverIds];
+  for (int rank = 0; rank < 8; ++rank) {
+    uint64_t best = 0;
+    int best_index = -1;
+    for (int i = 0; i < kRuntimeIds + kDriverIds; ++i) {
+      const uint64_t n =
+          i < kRuntimeIds ? g_runtime_calls[i].load() : g_driver_calls[i - kRuntimeIds].load();
+      if (!shown[i] && n > best) {
+        best = n;
+        best_index = i;
+      }
+    }
+    if (best_index < 0) break;
+    shown[best_index] = true;
+    const char* name = best_index < kRuntimeIds ? g_runtime_names[best_index].load()
+                                                : g_driver_names[best_index - kRuntimeIds].load();
+    text.add(" %s=%.2f", name ? name : "?", static_cast<double>(best) / frames);
+  }
+  text.add("\n");
+}
+
 // Prints the summary once per process. flush: ask CUPTI to deliver every buffered record first.
 void report(bool flush) {
   if (!g_enabled.load() || g_pid.load() != getpid())
@@ -224,6 +288,8 @@ void report(bool flush) {
       say("copy-audit: ignoring COPY_AUDIT_FRAMES=%s (want a positive integer)\n", frames_env);
     }
   }
+
+  if (g_api_counting.load()) add_api_lines(text);
 
   uint64_t dropped = g_dropped.load(std::memory_order_relaxed);
   if (dropped > 0)
@@ -269,6 +335,13 @@ void disable(const char* what, CUptiResult result) {
 
 }  // namespace
 
+// Start-up is over: API counts restart from zero (see the top of this file).
+extern "C" __attribute__((visibility("default"))) void copy_audit_mark(void) {
+  for (auto& n : g_runtime_calls) n.store(0, std::memory_order_relaxed);
+  for (auto& n : g_driver_calls) n.store(0, std::memory_order_relaxed);
+  g_api_marked.store(true);
+}
+
 // The CUDA driver's injection entry point: looked up by this exact name in the library named by
 // CUDA_INJECTION64_PATH and called once during cuInit, before any context exists. Returns 1
 // (success, as in NVIDIA's CUPTI injection samples) in every case, also when CUPTI is
@@ -296,6 +369,18 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
   if (r != CUPTI_SUCCESS)
     say("copy-audit: warning: peer copies not counted: %s (enabling CUPTI_ACTIVITY_KIND_MEMCPY2)\n",
         result_string(r));
+
+  const char* api_env = getenv("COPY_AUDIT_API");
+  if (api_env != nullptr && strcmp(api_env, "1") == 0) {
+    CUpti_SubscriberHandle subscriber;
+    r = cuptiSubscribe(&subscriber, reinterpret_cast<CUpti_CallbackFunc>(on_api_call), nullptr);
+    if (r == CUPTI_SUCCESS) r = cuptiEnableDomain(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API);
+    if (r == CUPTI_SUCCESS) r = cuptiEnableDomain(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API);
+    if (r == CUPTI_SUCCESS)
+      g_api_counting.store(true);
+    else
+      say("copy-audit: warning: API calls not counted: %s\n", result_string(r));
+  }
 
   g_pid.store(getpid());
   g_enabled.store(true);

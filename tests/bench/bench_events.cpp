@@ -1,0 +1,234 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// What CUDA events cost the CPU at camera rates: per paced iteration (60 Hz by default), a tiny
+// memset on a stream followed by one event operation, for each kind of event the transport uses.
+// Reported per iteration: CPU time and voluntary context switches (wake-ups) of the calling
+// thread and of the CUDA driver's own threads (cuda-EvtHandlr and others, from
+// /proc/self/task/<tid>/{schedstat,status}). Answers "which event operations wake a driver
+// thread": the producer records an interprocess readiness event per frame, each consumer waits
+// for it and records a release event.
+//
+// The last rows run two processes, as the transport does: this one records an interprocess event
+// per iteration and a child process (this program, re-executed) opens it with its IPC handle and
+// waits for it on its own stream (then records and polls a release event of its own); each prints
+// its threads' figures.
+//
+//   bench-events [--iterations N] [--hz H] [--device D]
+#include <cuda_runtime_api.h>
+#include <dirent.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <string>
+
+namespace {
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "bench-events: %s: %s\n", what, cudaGetErrorString(e));
+    std::exit(1);
+  }
+}
+
+struct ThreadUsage {
+  std::string name;
+  uint64_t cpu_ns = 0, wakeups = 0;
+};
+
+std::map<long, ThreadUsage> threads() {
+  std::map<long, ThreadUsage> out;
+  DIR* dir = opendir("/proc/self/task");
+  if (!dir) return out;
+  while (dirent* e = readdir(dir)) {
+    if (e->d_name[0] == '.') continue;
+    const std::string base = std::string("/proc/self/task/") + e->d_name;
+    ThreadUsage u;
+    if (FILE* f = std::fopen((base + "/schedstat").c_str(), "r")) {
+      unsigned long long ns = 0;
+      if (std::fscanf(f, "%llu", &ns) == 1) u.cpu_ns = ns;
+      std::fclose(f);
+    }
+    if (FILE* f = std::fopen((base + "/status").c_str(), "r")) {
+      char line[256], name[64];
+      unsigned long long v = 0;
+      while (std::fgets(line, sizeof line, f)) {
+        if (std::sscanf(line, "Name:\t%63[^\n]", name) == 1) u.name = name;
+        if (std::sscanf(line, "voluntary_ctxt_switches: %llu", &v) == 1) u.wakeups = v;
+      }
+      std::fclose(f);
+    }
+    out[std::atol(e->d_name)] = u;
+  }
+  closedir(dir);
+  return out;
+}
+
+uint64_t now_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+void sleep_until(uint64_t due) {
+  const timespec ts{time_t(due / 1000000000ull), long(due % 1000000000ull)};
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) != 0) {
+  }
+}
+
+// Runs `step` once per period and prints the per-iteration CPU and wake-ups of each thread.
+void measure(const char* label, int iterations, int hz, const std::function<void()>& step) {
+  for (int i = 0; i < 5; ++i) step();  // warm-up: lazy driver set-up is not the steady state
+  check(cudaDeviceSynchronize(), "warm-up sync");
+  const uint64_t period = 1000000000ull / uint64_t(hz);
+  const auto before = threads();
+  const uint64_t t0 = now_ns() + period;
+  for (int i = 0; i < iterations; ++i) {
+    sleep_until(t0 + uint64_t(i) * period);
+    step();
+  }
+  sleep_until(t0 + uint64_t(iterations) * period);  // the last iteration's GPU work is done
+  const auto after = threads();
+  std::printf("%-44s", label);
+  for (const auto& [tid, now] : after) {
+    const auto was = before.find(tid);
+    const ThreadUsage base = was == before.end() ? ThreadUsage{} : was->second;
+    const double cpu = double(now.cpu_ns - base.cpu_ns) / 1000.0 / iterations;
+    const double wakes = double(now.wakeups - base.wakeups) / iterations;
+    if (cpu < 0.5 && wakes < 0.02) continue;
+    std::printf("  %s %.1f us / %.2f", now.name.c_str(), cpu, wakes);
+  }
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+// The child of the two-process rows: reads the event handle (hex) and one byte per iteration
+// from `in_fd`, waits for the event on its stream, records and polls a release event.
+int waiter(int device, int iterations, int hz, int in_fd) {
+  check(cudaSetDevice(device), "child: cudaSetDevice");
+  cudaIpcEventHandle_t handle;
+  for (size_t i = 0; i < sizeof handle; ++i) {
+    unsigned char byte = 0;
+    if (read(in_fd, &byte, 1) != 1) return 1;
+    reinterpret_cast<unsigned char*>(&handle)[i] = byte;
+  }
+  cudaEvent_t ready, release;
+  check(cudaIpcOpenEventHandle(&ready, handle), "child: cudaIpcOpenEventHandle");
+  check(cudaEventCreateWithFlags(&release, cudaEventDisableTiming), "child: release event");
+  cudaStream_t stream;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "child: stream");
+  int left = iterations + 5;
+  measure("child: wait interprocess + record + poll", iterations, hz, [&] {
+    if (left-- <= 0) return;
+    char tick = 0;
+    if (read(in_fd, &tick, 1) != 1) return;
+    check(cudaStreamWaitEvent(stream, ready, 0), "child: wait");
+    check(cudaEventRecord(release, stream), "child: record");
+    while (cudaEventQuery(release) == cudaErrorNotReady) {
+    }
+  });
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 6 && !std::strcmp(argv[1], "--child"))
+    return waiter(std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4]), std::atoi(argv[5]));
+  int iterations = 120, hz = 60, device = 0;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--iterations")) iterations = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--hz")) hz = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--device")) device = std::atoi(argv[i + 1]);
+  }
+  if (iterations < 1 || hz < 1) return 2;
+  if (cudaSetDevice(device) != cudaSuccess) {
+    std::printf("SKIP: no CUDA device %d\n", device);
+    return 77;
+  }
+  cudaStream_t stream, other;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
+  check(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking), "stream");
+  void* scratch = nullptr;
+  check(cudaMalloc(&scratch, 256), "cudaMalloc");
+  cudaEvent_t plain, blocking, ipc;
+  check(cudaEventCreateWithFlags(&plain, cudaEventDisableTiming), "plain event");
+  check(cudaEventCreateWithFlags(&blocking, cudaEventDisableTiming | cudaEventBlockingSync),
+        "blocking-sync event");
+  check(cudaEventCreateWithFlags(&ipc, cudaEventDisableTiming | cudaEventInterprocess),
+        "interprocess event");
+  auto work = [&] { check(cudaMemsetAsync(scratch, 0, 256, stream), "memset"); };
+
+  std::printf("per iteration at %d Hz, %d iterations: thread CPU / voluntary switches\n", hz,
+              iterations);
+  measure("memset only", iterations, hz, work);
+  measure("memset + record plain", iterations, hz, [&] {
+    work();
+    check(cudaEventRecord(plain, stream), "record");
+  });
+  measure("memset + record blocking-sync", iterations, hz, [&] {
+    work();
+    check(cudaEventRecord(blocking, stream), "record");
+  });
+  measure("memset + record interprocess", iterations, hz, [&] {
+    work();
+    check(cudaEventRecord(ipc, stream), "record");
+  });
+  measure("... + wait interprocess on another stream", iterations, hz, [&] {
+    work();
+    check(cudaEventRecord(ipc, stream), "record");
+    check(cudaStreamWaitEvent(other, ipc, 0), "wait");
+  });
+  measure("memset + record plain + poll query", iterations, hz, [&] {
+    work();
+    check(cudaEventRecord(plain, stream), "record");
+    while (cudaEventQuery(plain) == cudaErrorNotReady) {
+    }
+  });
+  measure("memset + record blocking + synchronize", iterations, hz, [&] {
+    work();
+    check(cudaEventRecord(blocking, stream), "record");
+    check(cudaEventSynchronize(blocking), "synchronize");
+  });
+  measure("memset + record interprocess + synchronize", iterations, hz, [&] {
+    work();
+    check(cudaEventRecord(ipc, stream), "record");
+    check(cudaEventSynchronize(ipc), "synchronize");
+  });
+
+  // Two processes: the child waits on our interprocess event, paced by a byte per iteration.
+  int pipe_fds[2];
+  if (pipe(pipe_fds) != 0) return 1;
+  const std::string dev = std::to_string(device), its = std::to_string(iterations),
+                    rate = "1000000", fd = std::to_string(pipe_fds[0]);  // paced by the pipe
+  char* child_argv[] = {argv[0],
+                        const_cast<char*>("--child"),
+                        const_cast<char*>(dev.c_str()),
+                        const_cast<char*>(its.c_str()),
+                        const_cast<char*>(rate.c_str()),
+                        const_cast<char*>(fd.c_str()),
+                        nullptr};
+  pid_t child = 0;
+  if (posix_spawn(&child, "/proc/self/exe", nullptr, nullptr, child_argv, environ) != 0) return 1;
+  close(pipe_fds[0]);
+  cudaIpcEventHandle_t handle;
+  check(cudaIpcGetEventHandle(&handle, ipc), "cudaIpcGetEventHandle");
+  if (write(pipe_fds[1], &handle, sizeof handle) != sizeof handle) return 1;
+  measure("parent: record interprocess (child waits)", iterations, hz, [&] {
+    work();
+    check(cudaEventRecord(ipc, stream), "record");
+    const char tick = 1;
+    if (write(pipe_fds[1], &tick, 1) != 1) std::exit(1);
+  });
+  close(pipe_fds[1]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  check(cudaDeviceSynchronize(), "final sync");
+  return 0;
+}
