@@ -14,7 +14,6 @@
 //
 //   bench-events [--iterations N] [--hz H] [--device D]
 #include <cuda_runtime_api.h>
-#include <dirent.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -28,6 +27,8 @@
 #include <map>
 #include <string>
 
+#include "thread_usage.h"
+
 namespace {
 
 void check(cudaError_t e, const char* what) {
@@ -35,39 +36,6 @@ void check(cudaError_t e, const char* what) {
     std::fprintf(stderr, "bench-events: %s: %s\n", what, cudaGetErrorString(e));
     std::exit(1);
   }
-}
-
-struct ThreadUsage {
-  std::string name;
-  uint64_t cpu_ns = 0, wakeups = 0;
-};
-
-std::map<long, ThreadUsage> threads() {
-  std::map<long, ThreadUsage> out;
-  DIR* dir = opendir("/proc/self/task");
-  if (!dir) return out;
-  while (dirent* e = readdir(dir)) {
-    if (e->d_name[0] == '.') continue;
-    const std::string base = std::string("/proc/self/task/") + e->d_name;
-    ThreadUsage u;
-    if (FILE* f = std::fopen((base + "/schedstat").c_str(), "r")) {
-      unsigned long long ns = 0;
-      if (std::fscanf(f, "%llu", &ns) == 1) u.cpu_ns = ns;
-      std::fclose(f);
-    }
-    if (FILE* f = std::fopen((base + "/status").c_str(), "r")) {
-      char line[256], name[64];
-      unsigned long long v = 0;
-      while (std::fgets(line, sizeof line, f)) {
-        if (std::sscanf(line, "Name:\t%63[^\n]", name) == 1) u.name = name;
-        if (std::sscanf(line, "voluntary_ctxt_switches: %llu", &v) == 1) u.wakeups = v;
-      }
-      std::fclose(f);
-    }
-    out[std::atol(e->d_name)] = u;
-  }
-  closedir(dir);
-  return out;
 }
 
 uint64_t now_ns() {
@@ -87,22 +55,19 @@ void measure(const char* label, int iterations, int hz, const std::function<void
   for (int i = 0; i < 5; ++i) step();  // warm-up: lazy driver set-up is not the steady state
   check(cudaDeviceSynchronize(), "warm-up sync");
   const uint64_t period = 1000000000ull / uint64_t(hz);
-  const auto before = threads();
+  const auto before = cipc_test::thread_usage();
   const uint64_t t0 = now_ns() + period;
   for (int i = 0; i < iterations; ++i) {
     sleep_until(t0 + uint64_t(i) * period);
     step();
   }
   sleep_until(t0 + uint64_t(iterations) * period);  // the last iteration's GPU work is done
-  const auto after = threads();
+  const auto used = cipc_test::thread_deltas(before, cipc_test::thread_usage());
   std::printf("%-44s", label);
-  for (const auto& [tid, now] : after) {
-    const auto was = before.find(tid);
-    const ThreadUsage base = was == before.end() ? ThreadUsage{} : was->second;
-    const double cpu = double(now.cpu_ns - base.cpu_ns) / 1000.0 / iterations;
-    const double wakes = double(now.wakeups - base.wakeups) / iterations;
+  for (const auto& d : used) {
+    const double cpu = d.cpu_us / iterations, wakes = double(d.wakeups) / iterations;
     if (cpu < 0.5 && wakes < 0.02) continue;
-    std::printf("  %s %.1f us / %.2f", now.name.c_str(), cpu, wakes);
+    std::printf("  %s %.1f us / %.2f", d.name.c_str(), cpu, wakes);
   }
   std::printf("\n");
   std::fflush(stdout);

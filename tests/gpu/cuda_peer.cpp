@@ -55,7 +55,6 @@
 // SIGINT ends it (stops the loop, prints STATS) even when no consumer is left. The consumer takes
 // up to 8 frames in flight by default, as many as the producer has slots: at its limit the
 // producer would drop frames for it instead of waiting.
-#include <dirent.h>
 #include <dlfcn.h>
 #include <gst/app/gstappsink.h>
 #include <gst/app/gstappsrc.h>
@@ -84,6 +83,7 @@
 #include "cuda_api.h"
 #include "cudaipc/gstcudaipcmemory.h"
 #include "test_pattern.h"
+#include "thread_usage.h"
 
 namespace {
 
@@ -250,66 +250,26 @@ class CpuMeter {
 };
 constexpr long kWarmupFrames = 30;
 
-// Where a process's CPU time and wake-ups go, per thread: CPU time from
-// /proc/self/task/<tid>/schedstat (nanoseconds on the CPU) and voluntary context switches (the
-// thread slept and was woken) from .../status, between mark() and report(), per frame. One
+// Per thread of this process (thread_usage.h), between mark() and report(), per frame: one
 // "THREAD name=<comm> cpu_us_per_frame=X wakeups_per_frame=Y" line per thread that ran.
 class ThreadMeter {
  public:
   void mark(long frame) {
-    start_ = sample();
+    start_ = cipc_test::thread_usage();
     start_frame_ = frame;
   }
   void report(long frames) const {
     if (start_frame_ < 0 || frames <= start_frame_) return;
     const double n = double(frames - start_frame_);
-    for (const auto& [tid, now] : sample()) {
-      const auto before = start_.find(tid);
-      const Usage base = before == start_.end() ? Usage{now.name, 0, 0} : before->second;
-      const double cpu_us = double(now.cpu_ns - base.cpu_ns) / 1000.0;
-      const double wakeups = double(now.wakeups - base.wakeups);
-      if (cpu_us < 1.0 && wakeups < 1.0) continue;
-      printf("THREAD name=%s cpu_us_per_frame=%.2f wakeups_per_frame=%.3f\n", now.name.c_str(),
-             cpu_us / n, wakeups / n);
+    for (const auto& d : cipc_test::thread_deltas(start_, cipc_test::thread_usage())) {
+      if (d.cpu_us < 1.0 && d.wakeups < 1) continue;
+      printf("THREAD name=%s cpu_us_per_frame=%.2f wakeups_per_frame=%.3f\n", d.name.c_str(),
+             d.cpu_us / n, double(d.wakeups) / n);
     }
   }
 
  private:
-  struct Usage {
-    std::string name;
-    uint64_t cpu_ns = 0, wakeups = 0;
-  };
-  static std::map<long, Usage> sample() {
-    std::map<long, Usage> out;
-    DIR* dir = opendir("/proc/self/task");
-    if (!dir) return out;
-    while (dirent* e = readdir(dir)) {
-      if (e->d_name[0] == '.') continue;
-      const std::string base = std::string("/proc/self/task/") + e->d_name;
-      Usage u;
-      if (FILE* f = fopen((base + "/schedstat").c_str(), "r")) {
-        unsigned long long ns = 0;
-        if (fscanf(f, "%llu", &ns) == 1) u.cpu_ns = ns;
-        fclose(f);
-      }
-      if (FILE* f = fopen((base + "/status").c_str(), "r")) {
-        char line[256];
-        while (fgets(line, sizeof line, f)) {
-          unsigned long long v = 0;
-          char name[64];
-          if (sscanf(line, "Name:\t%63[^\n]", name) == 1) u.name = name;
-          if (sscanf(line, "voluntary_ctxt_switches: %llu", &v) == 1) u.wakeups = v;
-        }
-        fclose(f);
-      }
-      for (char& c : u.name)
-        if (c == ' ') c = '_';
-      out[atol(e->d_name)] = u;
-    }
-    closedir(dir);
-    return out;
-  }
-  std::map<long, Usage> start_;
+  std::map<long, cipc_test::ThreadUsage> start_;
   long start_frame_ = -1;
 };
 
