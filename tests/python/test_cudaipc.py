@@ -356,8 +356,11 @@ class CudaipcTest(unittest.TestCase):
         """A producer that accepts a reader but sends nothing: it waits for a second consumer."""
         return self.producer(frames=3, extra=("--min-consumers", "2"))
 
-    def wait_until_blocked(self, reader, thread):
-        """Until `thread` waits inside reader.next() (it holds the reader's call lock there)."""
+    def stop_while_blocked(self, reader, target, stop, failure):
+        """Runs `target` in a thread until it waits inside reader.next() (it holds the reader's
+        call lock there), then calls `stop()`: the thread must end, else `failure`."""
+        thread = threading.Thread(target=target)
+        thread.start()
         deadline = time.monotonic() + 10
         while not reader._call_lock.locked():
             self.assertTrue(thread.is_alive(), "the thread ended before waiting for a frame")
@@ -365,6 +368,9 @@ class CudaipcTest(unittest.TestCase):
             time.sleep(0.01)
         time.sleep(0.2)
         self.assertTrue(thread.is_alive(), "next() returned with no frame to return")
+        stop()
+        thread.join(5)
+        self.assertFalse(thread.is_alive(), failure)
 
     def test_interrupt_ends_a_blocking_next(self):
         producer = self.idle_producer()
@@ -378,32 +384,18 @@ class CudaipcTest(unittest.TestCase):
             except cudaipc.Interrupted as e:
                 outcome.append(e.status)
 
-        thread = threading.Thread(target=blocked)
-        thread.start()
-        self.wait_until_blocked(reader, thread)
-        reader.interrupt()
-        thread.join(5)
-        self.assertFalse(thread.is_alive(), "interrupt() did not end next()")
+        self.stop_while_blocked(reader, blocked, reader.interrupt, "interrupt() did not end next()")
         self.assertEqual(outcome, [cudaipc.INTERRUPTED])
 
         # Iterating ends quietly on interrupt().
         frames = []
-        thread = threading.Thread(target=lambda: frames.extend(reader))
-        thread.start()
-        self.wait_until_blocked(reader, thread)
-        reader.interrupt()
-        thread.join(5)
-        self.assertFalse(thread.is_alive(), "interrupt() did not end the iteration")
+        self.stop_while_blocked(reader, lambda: frames.extend(reader), reader.interrupt,
+                                "interrupt() did not end the iteration")
         self.assertEqual(frames, [])
 
         # close() from another thread ends next() too.
         outcome.clear()
-        thread = threading.Thread(target=blocked)
-        thread.start()
-        self.wait_until_blocked(reader, thread)
-        reader.close()
-        thread.join(5)
-        self.assertFalse(thread.is_alive(), "close() did not end next()")
+        self.stop_while_blocked(reader, blocked, reader.close, "close() did not end next()")
         self.assertEqual(outcome, [cudaipc.INTERRUPTED])
         self.assertTrue(reader.closed)
 
