@@ -1471,22 +1471,67 @@ TEST_F(ProducerConsumer, FrameInASlotNeverSentIsAProtocolError) {
 // full says so, naming its limit, instead of blaming the producer for "too many file
 // descriptors attached to one message".
 TEST_F(ProducerConsumer, ConsumerOutOfDescriptorsNamesItsOwnLimit) {
+  // The consumer runs in a child process that fills its own descriptor table; the producer in
+  // this one keeps its descriptors. (In one process the producer would handle the consumer's
+  // ERROR with none free either, and UBSan's vptr check, which needs a pipe to read memory,
+  // reported a false "invalid vptr" there whenever the producer was quick.) The child is forked
+  // before the producer's thread exists: a lock another thread held at fork() would stay held
+  // in the child for good.
+  int report[2];
+  ASSERT_EQ(::pipe2(report, O_CLOEXEC), 0);
+  UniqueFd report_read(report[0]), report_write(report[1]);
+
+  ChildGuard child;
+  child.pid = ::fork();
+  ASSERT_GE(child.pid, 0);
+  if (child.pid == 0) {
+    // Child: no gtest here. Attach once the producer listens, take the caps, then receive the
+    // first frame's slot with no descriptor free; report "<error code> <message>" (or
+    // "kind <n>") and exit.
+    ::alarm(30);
+    report_read.reset();
+    HostMemoryBackend backend;
+    ConsumerConfig c;
+    c.socket_path = path_;
+    auto consumer = Consumer::connect(c, backend);
+    for (int tries = 0; !consumer && tries < 1000; ++tries) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      consumer = Consumer::connect(c, backend);
+    }
+    if (!consumer) ::_exit(2);
+    if (consumer.value()->next(10000).kind != Kind::kCaps) ::_exit(3);
+    cipc_test::DescriptorFiller full;
+    if (::write(report_write.get(), "r", 1) != 1) ::_exit(4);  // ready: publish now
+    const ConsumerEvent e = consumer.value()->next(10000);
+    const std::string line =
+        e.kind == Kind::kError
+            ? std::to_string(static_cast<int>(e.error.code)) + " " + e.error.message
+            : "kind " + std::to_string(static_cast<int>(e.kind));
+    ::_exit(::write(report_write.get(), line.data(), line.size()) > 0 ? 0 : 5);
+  }
+  report_write.reset();
+
   start();
   make_slots(2);
-  auto c = connect();
-  ASSERT_TRUE(c);
-  expect_caps(*c);
-  ConsumerEvent e;
-  {
-    cipc_test::DescriptorFiller full;
-    ASSERT_EQ(publish(0, 1), 1u);
-    e = next(*c);
-  }
-  ASSERT_EQ(e.kind, Kind::kError) << describe_event(e);
-  EXPECT_EQ(e.error.code, ErrorCode::kOutOfResources) << e.error.message;
-  EXPECT_NE(e.error.message.find("open file descriptors (ulimit -n)"), std::string::npos)
-      << e.error.message;
-  EXPECT_EQ(e.error.message.find("producer"), std::string::npos) << e.error.message;
+  char ready = 0;
+  pollfd p{report_read.get(), POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 15000), 1) << "the child never got its caps";
+  ASSERT_EQ(::read(report_read.get(), &ready, 1), 1) << "the child died before its caps";
+  ASSERT_EQ(publish(0, 1), 1u);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child.pid, &status, 0), child.pid);
+  child.pid = -1;
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  std::string line;
+  char buf[512];
+  ssize_t n;
+  while ((n = ::read(report_read.get(), buf, sizeof buf)) > 0)
+    line.append(buf, static_cast<size_t>(n));
+  const std::string code = std::to_string(static_cast<int>(ErrorCode::kOutOfResources)) + " ";
+  ASSERT_EQ(line.rfind(code, 0), 0u) << "not an out-of-resources error: " << line;
+  const std::string message = line.substr(code.size());
+  EXPECT_NE(message.find("open file descriptors (ulimit -n)"), std::string::npos) << message;
+  EXPECT_EQ(message.find("producer"), std::string::npos) << message;
   EXPECT_TRUE(eventually([&] { return observer_.saw_detach("open file descriptors", true); }))
       << observer_.dump();
 }
