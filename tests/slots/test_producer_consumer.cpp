@@ -1517,7 +1517,11 @@ TEST_F(ProducerConsumer, ConsumerOutOfDescriptorsNamesItsOwnLimit) {
   pollfd p{report_read.get(), POLLIN, 0};
   ASSERT_EQ(::poll(&p, 1, 15000), 1) << "the child never got its caps";
   ASSERT_EQ(::read(report_read.get(), &ready, 1), 1) << "the child died before its caps";
-  ASSERT_EQ(publish(0, 1), 1u);
+  // The child may take the SLOT, fail and hang up before the FRAME behind it is written, so the
+  // frame counts as delivered to one consumer or to none; the slot's descriptor went out either
+  // way.
+  publish(0, 1);
+  EXPECT_EQ(stats().slots_exported, 1u);
   int status = 0;
   ASSERT_EQ(::waitpid(child.pid, &status, 0), child.pid);
   child.pid = -1;
