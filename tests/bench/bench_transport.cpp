@@ -8,7 +8,9 @@
 // honours the allocation query would), writing only a 16-byte stamp per frame, so the numbers
 // are the transport's own and not a test pattern's rendering. The consumer runs
 // `cudasrc-ipc ! fakesink` and measures, per frame, the time from the producer's push into the
-// sink to the moment the frame leaves cudasrc-ipc (both read CLOCK_MONOTONIC).
+// sink to the moment the frame leaves cudasrc-ipc (both read CLOCK_MONOTONIC). The producer also
+// prints a `THREAD name=… cpu_us_per_frame=… wakeups_per_frame=…` line per thread: the pushing
+// (streaming) thread and cudasink-ipc's I/O thread (cipc-producer).
 #include <gst/check/gstharness.h>
 #include <gst/gst.h>
 #include <stdio.h>
@@ -23,6 +25,8 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "thread_usage.h"
 
 namespace {
 
@@ -104,6 +108,7 @@ int produce(const Options& o) {
   const uint64_t t0 = now_ns();
   uint64_t t_first = t0;
   double cpu_first = cpu_seconds();
+  auto threads_first = cipc_test::thread_usage();
   const uint64_t period = o.fps ? 1000000000ull / o.fps : 0;
   for (long i = 0; i < o.frames; ++i) {
     if (period) {
@@ -122,8 +127,10 @@ int produce(const Options& o) {
       // The first push waited for the consumer to attach: time the rest.
       t_first = now_ns();
       cpu_first = cpu_seconds();
+      threads_first = cipc_test::thread_usage();
     }
   }
+  const auto threads_last = cipc_test::thread_usage();
   const long timed = period ? o.frames : o.frames - 1;
   const double seconds = (now_ns() - t_first) / 1e9;
   const double cpu = cpu_seconds() - cpu_first;
@@ -138,6 +145,11 @@ int produce(const Options& o) {
          " dropped=%" G_GUINT64_FORMAT " copies=%" G_GUINT64_FORMAT
          " slots_exported=%" G_GUINT64_FORMAT "\n",
          o.frames, seconds, timed / seconds, cpu / timed * 1e6, sent, dropped, copies, exported);
+  // Per thread: the pushing (streaming) thread and cudasink-ipc's own (cipc-producer).
+  for (const auto& d : cipc_test::thread_deltas(threads_first, threads_last))
+    if (d.cpu_us > 0)
+      printf("THREAD name=%s cpu_us_per_frame=%.2f wakeups_per_frame=%.3f\n", d.name.c_str(),
+             d.cpu_us / timed, double(d.wakeups) / timed);
   fflush(stdout);
   gst_structure_free(stats);
   gst_harness_push_event(h, gst_event_new_eos());
