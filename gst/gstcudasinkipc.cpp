@@ -136,6 +136,21 @@ class SinkObserver final : public cipc::ProducerObserver {
   GstElement* element_;
 };
 
+// The producer as seen from our pools, which upstream may keep after the element is gone: a pool
+// about to wait for a slot asks the producer, while there is one, to read RELEASEs at once.
+struct ProducerLink {
+  std::mutex lock;
+  cipc::Producer* producer = nullptr;  // set while the element serves
+  void read_releases_now() {
+    std::lock_guard<std::mutex> guard(lock);
+    if (producer) producer->read_releases_now();
+  }
+  void set(cipc::Producer* p) {
+    std::lock_guard<std::mutex> guard(lock);
+    producer = p;
+  }
+};
+
 // Everything the element owns, in one place; members clean up after themselves.
 struct SinkPrivate {
   explicit SinkPrivate(GstElement* element) : observer(element) {}
@@ -152,6 +167,7 @@ struct SinkPrivate {
   std::unique_ptr<cipc_gst::SlotCopier> copier;  // frames not written into the pool
   std::mutex producer_lock;  // `producer` is also read by property getters and unlock()
   std::unique_ptr<cipc::Producer> producer;
+  std::shared_ptr<ProducerLink> producer_link = std::make_shared<ProducerLink>();
   std::unique_ptr<cipc_gst::SlotPoolGenerations> pools;
   cipc_gst::ClockOffset clock_offset;
   bool warned_copy = false;
@@ -167,6 +183,7 @@ struct SinkPrivate {
   // The one cleanup path, for stop() and for a start() that failed half-way.
   void teardown() {
     std::unique_ptr<cipc::Producer> gone;
+    producer_link->set(nullptr);
     {
       std::lock_guard<std::mutex> lock(producer_lock);
       gone = std::move(producer);
@@ -383,6 +400,7 @@ static gboolean gst_cuda_sink_ipc_start(GstBaseSink* sink) {
     std::lock_guard<std::mutex> lock(p.producer_lock);
     p.producer = std::move(producer.value());
   }
+  p.producer_link->set(p.producer.get());
   cipc::Producer* announce_to = p.producer.get();
   p.pools = std::make_unique<cipc_gst::SlotPoolGenerations>(
       p.backend, s.pool_size,
@@ -398,7 +416,8 @@ static gboolean gst_cuda_sink_ipc_start(GstBaseSink* sink) {
                            "container's memory limit).",
                            what.c_str()),
                           (nullptr));
-      });
+      },
+      [link = p.producer_link] { link->read_releases_now(); });
   p.frames_rendered = 0;
   p.copies = 0;
   p.pool_generation = 0;

@@ -13,6 +13,7 @@ struct _GstCipcSlotPool {
   GstBufferPool parent;
   std::shared_ptr<cipc::MemoryBackend>* backend;
   CipcSlotPoolFailure* on_failure;  // may be empty
+  CipcSlotPoolWait* before_wait;    // may be empty
   std::atomic<bool> failure_told;
   uint64_t generation;
   std::atomic<guint> next_index;
@@ -132,10 +133,31 @@ static GstFlowReturn slot_pool_alloc_buffer(GstBufferPool* pool, GstBuffer** out
   return GST_FLOW_OK;
 }
 
+static GstFlowReturn slot_pool_acquire_buffer(GstBufferPool* pool, GstBuffer** out,
+                                              GstBufferPoolAcquireParams* params) {
+  auto* self = GST_CIPC_SLOT_POOL(pool);
+  auto* parent = GST_BUFFER_POOL_CLASS(gst_cipc_slot_pool_parent_class);
+  const bool may_wait =
+      params == nullptr || !(params->flags & GST_BUFFER_POOL_ACQUIRE_FLAG_DONTWAIT);
+  if (!may_wait || self->before_wait == nullptr || !*self->before_wait)
+    return parent->acquire_buffer(pool, out, params);
+  // Try without waiting first; only a pool with every slot out (at its maximum) has to wait,
+  // and then for a consumer's RELEASE, which the producer must read at once.
+  GstBufferPoolAcquireParams now{};
+  if (params) now = *params;
+  now.flags =
+      static_cast<GstBufferPoolAcquireFlags>(now.flags | GST_BUFFER_POOL_ACQUIRE_FLAG_DONTWAIT);
+  const GstFlowReturn ret = parent->acquire_buffer(pool, out, &now);
+  if (ret != GST_FLOW_EOS) return ret;
+  (*self->before_wait)();
+  return parent->acquire_buffer(pool, out, params);
+}
+
 static void slot_pool_finalize(GObject* object) {
   auto* self = GST_CIPC_SLOT_POOL(object);
   delete self->backend;
   delete self->on_failure;
+  delete self->before_wait;
   G_OBJECT_CLASS(gst_cipc_slot_pool_parent_class)->finalize(object);
 }
 
@@ -146,11 +168,13 @@ static void gst_cipc_slot_pool_class_init(GstCipcSlotPoolClass* klass) {
   pool_class->get_options = slot_pool_get_options;
   pool_class->set_config = slot_pool_set_config;
   pool_class->alloc_buffer = slot_pool_alloc_buffer;
+  pool_class->acquire_buffer = slot_pool_acquire_buffer;
 }
 
 static void gst_cipc_slot_pool_init(GstCipcSlotPool* self) {
   self->backend = nullptr;
   self->on_failure = nullptr;
+  self->before_wait = nullptr;
   self->generation = 0;
   new (&self->next_index) std::atomic<guint>(0);
   new (&self->failure_told) std::atomic<bool>(false);
@@ -158,11 +182,13 @@ static void gst_cipc_slot_pool_init(GstCipcSlotPool* self) {
 }
 
 GstBufferPool* gst_cipc_slot_pool_new(std::shared_ptr<cipc::MemoryBackend> backend,
-                                      uint64_t generation, CipcSlotPoolFailure on_failure) {
+                                      uint64_t generation, CipcSlotPoolFailure on_failure,
+                                      CipcSlotPoolWait before_wait) {
   auto* self = GST_CIPC_SLOT_POOL(g_object_new(GST_TYPE_CIPC_SLOT_POOL, nullptr));
   gst_object_ref_sink(self);
   self->backend = new std::shared_ptr<cipc::MemoryBackend>(std::move(backend));
   self->on_failure = new CipcSlotPoolFailure(std::move(on_failure));
+  self->before_wait = new CipcSlotPoolWait(std::move(before_wait));
   self->generation = generation;
   return GST_BUFFER_POOL_CAST(self);
 }
@@ -191,11 +217,13 @@ namespace cipc_gst {
 
 SlotPoolGenerations::SlotPoolGenerations(std::shared_ptr<cipc::MemoryBackend> backend,
                                          guint pool_size, Announce announce,
-                                         CipcSlotPoolFailure on_failure)
+                                         CipcSlotPoolFailure on_failure,
+                                         CipcSlotPoolWait before_wait)
     : backend_(std::move(backend)),
       pool_size_(pool_size),
       announce_(std::move(announce)),
-      on_failure_(std::move(on_failure)) {
+      on_failure_(std::move(on_failure)),
+      before_wait_(std::move(before_wait)) {
   gst_video_info_init(&info_);
 }
 
@@ -214,7 +242,8 @@ void SlotPoolGenerations::drop_pool(bool deactivate) {
 
 bool SlotPoolGenerations::start_generation(GstCaps* caps, const GstVideoInfo& info, bool new_caps,
                                            std::string* error) {
-  GstBufferPool* pool = gst_cipc_slot_pool_new(backend_, generation_ + 1, on_failure_);
+  GstBufferPool* pool =
+      gst_cipc_slot_pool_new(backend_, generation_ + 1, on_failure_, before_wait_);
   GstStructure* config = gst_buffer_pool_get_config(pool);
   gst_buffer_pool_config_set_params(config, caps, GST_VIDEO_INFO_SIZE(&info), pool_size_, 0);
   gst_buffer_pool_config_add_option(config, GST_BUFFER_POOL_OPTION_VIDEO_META);

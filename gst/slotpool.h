@@ -28,10 +28,14 @@ G_END_DECLS
 // slots the pool holds and the system's reason (e.g. out of memory). Called on the allocating
 // thread (often upstream's streaming thread).
 using CipcSlotPoolFailure = std::function<void(const std::string& what)>;
+// Told when an acquire finds every slot out and is about to wait for one to come back: the
+// producer then reads its consumers' RELEASEs at once (it may leave them to its next frame).
+// Must not block. Called on the acquiring thread.
+using CipcSlotPoolWait = std::function<void()>;
 
 GstBufferPool* gst_cipc_slot_pool_new(std::shared_ptr<cipc::MemoryBackend> backend,
-                                      uint64_t generation,
-                                      CipcSlotPoolFailure on_failure = nullptr);
+                                      uint64_t generation, CipcSlotPoolFailure on_failure = nullptr,
+                                      CipcSlotPoolWait before_wait = nullptr);
 uint64_t gst_cipc_slot_pool_generation(GstCipcSlotPool* pool);
 // Slots allocated so far in this pool (persistent slots are allocated once each). Every slot
 // retired under a stuck consumer is replaced by one with a new index, so this only grows.
@@ -60,7 +64,8 @@ class SlotPoolGenerations {
       std::function<void(uint64_t generation, const std::string& caps, uint64_t frame_size)>;
 
   SlotPoolGenerations(std::shared_ptr<cipc::MemoryBackend> backend, guint pool_size,
-                      Announce announce, CipcSlotPoolFailure on_failure = nullptr);
+                      Announce announce, CipcSlotPoolFailure on_failure = nullptr,
+                      CipcSlotPoolWait before_wait = nullptr);
   ~SlotPoolGenerations();
   SlotPoolGenerations(const SlotPoolGenerations&) = delete;
   SlotPoolGenerations& operator=(const SlotPoolGenerations&) = delete;
@@ -96,6 +101,7 @@ class SlotPoolGenerations {
   guint pool_size_;
   Announce announce_;
   CipcSlotPoolFailure on_failure_;
+  CipcSlotPoolWait before_wait_;
   GstBufferPool* pool_ = nullptr;  // the current generation's
   GstCaps* caps_ = nullptr;
   GstVideoInfo info_;

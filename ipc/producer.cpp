@@ -13,7 +13,10 @@ namespace cipc {
 namespace {
 
 constexpr size_t kMaxSessions = 64;
-constexpr int kMaxMessagesPerWakeup = 256;               // fairness between consumers under a flood
+constexpr int kMaxMessagesPerWakeup = 256;  // fairness between consumers under a flood
+// What publish() reads per consumer: a consumer sends one RELEASE (and maybe a FENCE) per frame,
+// so this keeps up with any honest one while a flood cannot stall the streaming thread.
+constexpr int kMaxMessagesPerPublish = 32;
 constexpr uint64_t kAcceptBackoffNs = 200 * 1000000ull;  // after accept() failed for want of fds
 
 UniqueFd open_reserve_fd() {
@@ -91,12 +94,20 @@ void Producer::run() {
       const bool accepting = accept_paused_until_ <= monotonic_ns();
       fds.assign({{accepting ? listener_.fd() : -1, POLLIN, 0}, {wake_.fd(), POLLIN, 0}});
       ids.clear();
+      const uint64_t now = monotonic_ns();
+      // While publish() reads the attached consumers' messages, only their hang-ups wake us.
+      const bool lazy = lazy_until_ns_ > now;
       for (auto& entry : sessions_) {
         if (entry.second->dead) continue;
-        fds.push_back({entry.second->channel.fd(), POLLIN, 0});
+        const short events = lazy && entry.second->ready ? POLLRDHUP : POLLIN;
+        fds.push_back({entry.second->channel.fd(), events, 0});
         ids.push_back(entry.first);
       }
-      timeout = next_timeout_ms(monotonic_ns());
+      timeout = next_timeout_ms(now);
+      if (lazy) {
+        const int until_eager = static_cast<int>((lazy_until_ns_ - now) / 1000000 + 1);
+        timeout = timeout < 0 ? until_eager : std::min(timeout, until_eager);
+      }
     }
     const int r = ::poll(fds.data(), fds.size(), timeout);
     if (r < 0 && errno != EINTR) {
@@ -109,10 +120,13 @@ void Producer::run() {
       if (stopping_) return;
       wake_.clear();
       if (r > 0 && (fds[0].revents & POLLIN)) accept_all(deferred);
-      for (size_t i = 0; r > 0 && i < ids.size(); ++i) {
-        if (fds[i + 2].revents == 0) continue;
+      for (size_t i = 0; i < ids.size(); ++i) {
+        // Attached consumers are read on every wake-up: in the lazy phase their messages do
+        // not wake us, and a deadline must not fire on a RELEASE that is already queued.
         auto it = sessions_.find(ids[i]);
-        if (it != sessions_.end() && !it->second->dead) service(*it->second, deferred);
+        if (it == sessions_.end() || it->second->dead) continue;
+        if ((r > 0 && fds[i + 2].revents != 0) || it->second->ready)
+          service(*it->second, deferred, kMaxMessagesPerWakeup);
       }
       for (auto& entry : sessions_) {
         Session& s = *entry.second;
@@ -192,9 +206,20 @@ bool Producer::refuse_for_lack_of_descriptors() {
   return r == IoResult::kOk && reserve_fd_.valid();
 }
 
-void Producer::service(Session& session, Deferred& deferred) {
+void Producer::read_attached(Deferred& deferred) {
+  bool dropped = false;
+  for (auto& entry : sessions_) {
+    Session& s = *entry.second;
+    if (!s.ready || s.dead) continue;
+    service(s, deferred, kMaxMessagesPerPublish);
+    dropped = dropped || s.dead;
+  }
+  if (dropped) wake_.wake();  // the I/O thread erases dropped sessions
+}
+
+void Producer::service(Session& session, Deferred& deferred, int max_messages) {
   Packet packet;
-  for (int i = 0; i < kMaxMessagesPerWakeup && !session.dead; ++i) {
+  for (int i = 0; i < max_messages && !session.dead; ++i) {
     std::string error;
     const IoResult r = session.channel.receive(packet, &error);
     if (r == IoResult::kWouldBlock) return;
@@ -500,7 +525,16 @@ void Producer::set_caps(uint64_t generation, const std::string& caps, uint64_t f
 }
 
 size_t Producer::publish(const SlotRef& slot, Frame frame, const std::shared_ptr<FrameHold>& hold) {
+  Deferred deferred;
+  size_t delivered = publish_locked(slot, std::move(frame), hold, deferred);
+  finish(deferred);  // releases read above may return buffers to their pool: without our lock
+  return delivered;
+}
+
+size_t Producer::publish_locked(const SlotRef& slot, Frame frame,
+                                const std::shared_ptr<FrameHold>& hold, Deferred& deferred) {
   std::lock_guard<std::mutex> lock(mutex_);
+  const bool lazy = config_.lazy_release_ms != 0;
   ++stats_.frames_published;
   eos_ = false;
   frame.generation = slot.generation;
@@ -514,6 +548,14 @@ size_t Producer::publish(const SlotRef& slot, Frame frame, const std::shared_ptr
     Session& s = *entry.second;
     if (!s.ready || s.dead || s.broken) continue;
     if (!s.retire_pending.empty()) flush_retired(s);
+    // A consumer at its limit may have released since: read that before dropping the frame.
+    if (lazy && s.claims.size() >= s.max_in_flight) {
+      service(s, deferred, kMaxMessagesPerPublish);
+      if (s.dead) {
+        wake = true;
+        continue;
+      }
+    }
     if (!s.has_caps || s.caps_generation != slot.generation || s.claims.size() >= s.max_in_flight) {
       ++stats_.frames_dropped;
       continue;
@@ -551,6 +593,12 @@ size_t Producer::publish(const SlotRef& slot, Frame frame, const std::shared_ptr
     ++stats_.claims_outstanding;
     ++stats_.frames_sent;
     ++delivered;
+  }
+  // RELEASEs queued since the last frame are read here, after the frame is out, instead of by a
+  // wake-up of the I/O thread.
+  if (lazy) {
+    read_attached(deferred);
+    lazy_until_ns_ = monotonic_ns() + uint64_t{config_.lazy_release_ms} * 1000000;
   }
   if (wake) wake_.wake();
   return delivered;
@@ -590,14 +638,34 @@ Producer::Room Producer::wait_for_room(int timeout_ms) {
     return true;
   };
   auto done = [&] { return flushing_ || stopping_ || room(); };
+  if (!done() && lazy_until_ns_) {
+    // Releases may be queued unread (lazy phase): take them before deciding to wait.
+    Deferred deferred;
+    read_attached(deferred);
+    lock.unlock();
+    finish(deferred);
+    lock.lock();
+  }
   if (!done()) {
     ++stats_.backpressure_waits;
+    // Only a RELEASE ends this wait: the I/O thread must read them as they come.
+    lazy_until_ns_ = 0;
+    wake_.wake();
     if (timeout_ms < 0)
       room_cv_.wait(lock, done);
     else if (!room_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), done))
       return Room::kTimeout;
   }
   return flushing_ || stopping_ ? Room::kFlushing : Room::kReady;
+}
+
+void Producer::read_releases_now() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (lazy_until_ns_ == 0) return;
+    lazy_until_ns_ = 0;
+  }
+  wake_.wake();
 }
 
 void Producer::set_flushing(bool flushing) {

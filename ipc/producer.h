@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 // The producer side (served by cudasink-ipc): accepts consumers on a Unix socket, hands each of
 // them the current caps, every slot once, and frames as claims; takes claims back on RELEASE, on
-// hang-up and on release timeout. An I/O thread owns the listening socket and all reads;
-// publish() runs on the caller's (streaming) thread and never blocks on a consumer.
+// hang-up and on release timeout. An I/O thread owns the listening socket, handshakes and
+// hang-ups; publish() runs on the caller's (streaming) thread and never blocks on a consumer.
+// While frames flow, publish() also reads the consumers' RELEASEs itself (non-blocking), so the
+// I/O thread is not woken once per frame for them (see lazy_release_ms).
 #pragma once
 
 #include <sys/types.h>
@@ -32,6 +34,11 @@ struct ProducerConfig {
   uint32_t max_in_flight = 4;          // frames one consumer may hold; it gets no more beyond that
   uint32_t release_timeout_ms = 2000;  // a claim held longer disconnects its consumer; 0: never
   uint32_t hello_timeout_ms = 5000;    // a connection that says nothing is dropped after this
+  // For this long after a publish() the I/O thread leaves consumers' messages (RELEASE, FENCE)
+  // to the next publish() and wakes only for hang-ups and deadlines: a wake-up per frame saved.
+  // read_releases_now() ends it early (a writer waiting for a free slot); 0: always read them at
+  // once on the I/O thread.
+  uint32_t lazy_release_ms = 100;
   MemoryKind memory_kind = MemoryKind::kHost;
   SyncMode sync_mode = SyncMode::kNone;
   GpuUuid gpu_uuid{};
@@ -114,6 +121,9 @@ class Producer {
   // by set_flushing(true) or shutdown; kTimeout after timeout_ms (< 0: none).
   enum class Room { kReady, kFlushing, kTimeout };
   Room wait_for_room(int timeout_ms);
+  // Makes the I/O thread read consumers' messages as they arrive again, until the next
+  // publish(): for a writer about to wait for a slot that only a RELEASE can free. Never blocks.
+  void read_releases_now();
   void set_flushing(bool flushing);
 
   ProducerStats stats() const;
@@ -164,12 +174,17 @@ class Producer {
   };
 
   explicit Producer(const ProducerConfig& config, ProducerObserver* observer);
+  size_t publish_locked(const SlotRef& slot, Frame frame, const std::shared_ptr<FrameHold>& hold,
+                        Deferred& deferred);
   void run();
   void accept_all(Deferred& deferred);
   // At the descriptor limit: spends the reserve descriptor on one waiting connection to tell it
   // why it is refused. False when there is no reserve to spend.
   bool refuse_for_lack_of_descriptors();
-  void service(Session& session, Deferred& deferred);
+  // Reads and handles up to `max_messages` of the session's queued messages, without blocking.
+  void service(Session& session, Deferred& deferred, int max_messages);
+  // service() for every attached consumer, on the calling thread (publish, wait_for_room).
+  void read_attached(Deferred& deferred);
   void handle(Session& session, Message& message, Deferred& deferred);
   void handshake(Session& session, const Hello& hello, Deferred& deferred);
   void reject(Session& session, ErrorCode code, const std::string& text, Deferred& deferred);
@@ -201,6 +216,8 @@ class Producer {
   bool flushing_ = false;
   bool eos_ = false;
   bool has_caps_ = false;
+  // Until then consumers' messages wait for publish() (lazy_release_ms); 0: read at once.
+  uint64_t lazy_until_ns_ = 0;
   Caps caps_;
   uint64_t next_session_id_ = 1;
   uint64_t next_sequence_ = 1;

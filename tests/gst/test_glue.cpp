@@ -5,6 +5,9 @@
 #include <gst/video/video.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <mutex>
+
 #include "framing.h"
 #include "host_memory.h"
 #include "slotmemory.h"
@@ -207,6 +210,50 @@ TEST_F(Glue, SlotPoolAllocatesNumberedSlotsWithVideoMeta) {
     EXPECT_NE(gst_cipc_slot_memory_binding(gst_buffer_peek_memory(x, 0))->index, retired_index);
   EXPECT_EQ(gst_cipc_slot_pool_slots_allocated(GST_CIPC_SLOT_POOL(pool)), 3u);
   for (auto* x : again) gst_buffer_unref(x);
+  gst_buffer_pool_set_active(pool, FALSE);
+  gst_object_unref(pool);
+  gst_caps_unref(caps);
+}
+
+// A writer that finds every slot out (a pool with a maximum) tells the producer before it waits,
+// so that RELEASEs the producer left for its next frame are read now; a writer that finds a free
+// slot, or must not wait, tells nobody.
+TEST_F(Glue, SlotPoolAboutToWaitForASlotAsksForReleasesFirst) {
+  std::atomic<int> asked{0};
+  GstBuffer* returned_by_hook = nullptr;
+  std::mutex lock;
+  GstBufferPool* pool =
+      gst_cipc_slot_pool_new(std::make_shared<cipc_slots::HostMemoryBackend>(), 1, nullptr, [&] {
+        ++asked;
+        // As the producer would on reading a RELEASE: a held slot goes back to the pool.
+        std::lock_guard<std::mutex> guard(lock);
+        if (returned_by_hook) gst_buffer_unref(returned_by_hook);
+        returned_by_hook = nullptr;
+      });
+  GstCaps* caps = gst_caps_from_string("video/x-raw,format=GRAY8,width=64,height=4");
+  GstStructure* config = gst_buffer_pool_get_config(pool);
+  gst_buffer_pool_config_set_params(config, caps, 256, 2, 2);  // at most two slots
+  ASSERT_TRUE(gst_buffer_pool_set_config(pool, config) && gst_buffer_pool_set_active(pool, TRUE));
+
+  GstBuffer* slots[2] = {nullptr, nullptr};
+  for (GstBuffer*& slot : slots)
+    ASSERT_EQ(gst_buffer_pool_acquire_buffer(pool, &slot, nullptr), GST_FLOW_OK);
+  EXPECT_EQ(asked, 0) << "free slots were there";
+  GstBufferPoolAcquireParams dontwait{};
+  dontwait.flags = GST_BUFFER_POOL_ACQUIRE_FLAG_DONTWAIT;
+  GstBuffer* c = nullptr;
+  EXPECT_EQ(gst_buffer_pool_acquire_buffer(pool, &c, &dontwait), GST_FLOW_EOS);
+  EXPECT_EQ(asked, 0) << "an acquire that may not wait does not ask";
+  {
+    std::lock_guard<std::mutex> guard(lock);
+    returned_by_hook = slots[1];
+  }
+  ASSERT_EQ(gst_buffer_pool_acquire_buffer(pool, &c, nullptr), GST_FLOW_OK)
+      << "the slot the hook returned was taken";
+  EXPECT_EQ(asked, 1);
+  EXPECT_EQ(c, slots[1]);
+  gst_buffer_unref(slots[0]);
+  gst_buffer_unref(c);
   gst_buffer_pool_set_active(pool, FALSE);
   gst_object_unref(pool);
   gst_caps_unref(caps);

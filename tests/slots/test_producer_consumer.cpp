@@ -1467,6 +1467,120 @@ TEST_F(ProducerConsumer, FrameInASlotNeverSentIsAProtocolError) {
   EXPECT_EQ(std::get<ErrorMessage>(reply.body).code, static_cast<uint32_t>(ErrorCode::kProtocol));
 }
 
+// ---- releases read lazily (issue 18): publish() reads them, the I/O thread is not woken
+// ----------
+
+class LazyReleases : public ProducerConsumer {
+ protected:
+  // A producer whose I/O thread, once frames flow, leaves RELEASEs to publish() for far longer
+  // than any test runs, with no release deadline to wake it either (unless `release_timeout_ms`).
+  void start_lazy(uint32_t release_timeout_ms = 0, uint32_t max_in_flight = 8) {
+    ProducerConfig c = config();
+    c.lazy_release_ms = 60000;
+    c.release_timeout_ms = release_timeout_ms;
+    start(c);
+    make_slots(3);
+    consumer_ = connect(max_in_flight);
+    ASSERT_TRUE(consumer_);
+    expect_caps(*consumer_);
+  }
+  // Publishes slot 0 and releases it, then publishes slot 1, which the consumer keeps in `held_`.
+  // The first RELEASE is read by the I/O thread or by that second publish(); once it is, the I/O
+  // thread has gone back to sleep in the lazy phase.
+  void hold_a_frame_in_the_lazy_phase() {
+    ASSERT_EQ(publish(0, 1), 1u);
+    expect_frame(*consumer_, 0, 1).claim.reset();
+    ASSERT_TRUE(eventually([&] { return consumer_->stats().releases_sent == 1; }));
+    ASSERT_EQ(publish(1, 2), 1u);
+    ASSERT_TRUE(eventually([&] { return holds_->destroyed == 1; }));
+    held_ = expect_frame(*consumer_, 1, 2);
+  }
+  void release_held() {
+    held_.claim.reset();
+    ASSERT_TRUE(eventually([&] { return consumer_->stats().releases_sent == 2; }));
+  }
+  std::unique_ptr<Consumer> consumer_;
+  ReceivedFrame held_;
+};
+
+TEST_F(LazyReleases, PublishReadsTheQueuedReleaseAndTheIoThreadSleepsThroughIt) {
+  start_lazy();
+  hold_a_frame_in_the_lazy_phase();
+  release_held();
+  // Nothing wakes the I/O thread for this RELEASE: it waits in the socket for the next frame.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(holds_->destroyed, 1);
+  EXPECT_EQ(stats().releases, 1u);
+  ASSERT_EQ(publish(2, 3), 1u);
+  EXPECT_EQ(holds_->destroyed, 2) << "publish() read the queued RELEASE before it returned";
+  EXPECT_EQ(stats().releases, 2u);
+  EXPECT_EQ(stats().claims_outstanding, 1u);
+}
+
+TEST_F(LazyReleases, WriterAboutToWaitForASlotHasReleasesReadAtOnce) {
+  start_lazy();
+  hold_a_frame_in_the_lazy_phase();
+  release_held();
+  producer_->read_releases_now();  // what the slot pool does before it waits for a slot
+  EXPECT_TRUE(eventually([&] { return holds_->destroyed == 2; })) << holds_->destroyed;
+  EXPECT_EQ(stats().claims_outstanding, 0u);
+}
+
+TEST_F(LazyReleases, BackpressureReadsQueuedReleasesBeforeItWaits) {
+  start_lazy(0, /*max_in_flight=*/1);
+  hold_a_frame_in_the_lazy_phase();
+  release_held();
+  EXPECT_EQ(producer_->wait_for_room(5000), Producer::Room::kReady);
+  EXPECT_EQ(stats().backpressure_waits, 0u) << "the RELEASE was already there: no wait";
+  EXPECT_EQ(holds_->destroyed, 2);
+}
+
+TEST_F(LazyReleases, ConsumerAtItsLimitThatReleasedStillGetsTheNextFrame) {
+  start_lazy(0, /*max_in_flight=*/1);
+  hold_a_frame_in_the_lazy_phase();
+  release_held();
+  EXPECT_EQ(publish(2, 3), 1u) << "its RELEASE was queued: it has room";
+  EXPECT_EQ(stats().frames_dropped, 0u);
+  expect_frame(*consumer_, 2, 3);
+}
+
+TEST_F(LazyReleases, ReleasedInTimeIsNotTimedOutWhenNothingIsPublished) {
+  // The deadline wakes the I/O thread; it must read the queued RELEASE before judging the claim.
+  start_lazy(/*release_timeout_ms=*/300);
+  hold_a_frame_in_the_lazy_phase();
+  release_held();
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  EXPECT_EQ(stats().consumers_timed_out, 0u);
+  EXPECT_EQ(stats().consumers, 1u) << observer_.dump();
+  EXPECT_EQ(holds_->destroyed, 2);
+}
+
+TEST_F(LazyReleases, HangUpIsSeenAtOnceInTheLazyPhase) {
+  start_lazy();
+  hold_a_frame_in_the_lazy_phase();
+  held_ = ReceivedFrame{};
+  consumer_.reset();  // RELEASE, BYE and close, with nothing published after
+  EXPECT_TRUE(eventually([&] { return stats().consumers == 0; })) << observer_.dump();
+  EXPECT_TRUE(eventually([&] { return holds_->destroyed == 2; })) << holds_->destroyed;
+  EXPECT_EQ(stats().claims_outstanding, 0u);
+}
+
+TEST_F(LazyReleases, ConsumerErrorReadByPublishDetachesItAndTellsTheObserver) {
+  start_lazy();
+  hold_a_frame_in_the_lazy_phase();
+  // A raw second consumer that attaches, then reports an ERROR and stays connected: only a read
+  // finds it, and in the lazy phase that read is publish()'s.
+  Channel raw = raw_client(true);
+  ASSERT_TRUE(eventually([&] { return stats().consumers == 2; }));
+  ErrorMessage e;
+  e.code = static_cast<uint32_t>(ErrorCode::kProtocol);
+  e.text = "raw consumer gives up";
+  ASSERT_EQ(raw.send(Message{e}), IoResult::kOk);
+  publish(2, 3);  // reads the ERROR after sending (the raw consumer may get this frame too)
+  EXPECT_EQ(stats().consumers, 1u);
+  EXPECT_TRUE(observer_.saw_detach("raw consumer gives up", true)) << observer_.dump();
+}
+
 // Issue 17, defect 6: a consumer that cannot take a slot's descriptor because its own table is
 // full says so, naming its limit, instead of blaming the producer for "too many file
 // descriptors attached to one message".
