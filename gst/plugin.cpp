@@ -7,6 +7,7 @@
 #include <string>
 
 #include "gstbgratorg10.h"
+#include "gstrg10replaysrc.h"
 #ifdef CIPC_HAVE_CUDA
 #include "gstrg10tobgra.h"
 #endif
@@ -44,8 +45,9 @@ static gboolean plugin_init(GstPlugin* plugin) {
   }
   gboolean ok = GST_ELEMENT_REGISTER(cudasink_ipc, plugin);
   ok &= GST_ELEMENT_REGISTER(cudasrc_ipc, plugin);
-  ok &= GST_ELEMENT_REGISTER(cudav4l2src, plugin);  // V4L2 capture: no CUDA needed
-  ok &= GST_ELEMENT_REGISTER(bgratorg10, plugin);   // bayer/'s CPU mosaic: no CUDA needed
+  ok &= GST_ELEMENT_REGISTER(cudav4l2src, plugin);    // V4L2 capture: no CUDA needed
+  ok &= GST_ELEMENT_REGISTER(bgratorg10, plugin);     // bayer/'s CPU mosaic: no CUDA needed
+  ok &= GST_ELEMENT_REGISTER(rg10replaysrc, plugin);  // likewise
 #ifdef CIPC_HAVE_CUDA
   ok &= GST_ELEMENT_REGISTER(rg10tobgra, plugin);
 #endif

@@ -188,7 +188,8 @@ std::set<std::string> template_formats(const char* factory_name, GstPadDirection
 }
 
 // The Bayer pads offer exactly the formats of bayer/formats.h: its 10-bit ones for the
-// converters (CIPC_BAYER10_FORMATS of gst/bayercaps.h), all of them for cudav4l2src.
+// converters and the replay camera (CIPC_BAYER10_FORMATS of gst/bayercaps.h), all of them for
+// cudav4l2src.
 TEST_F(BgraToRg10, BayerTemplatesMatchTheFormatTable) {
   std::set<std::string> all, ten_bit;
   for (const cb::BayerFormat& f : cb::bayer_formats()) {
@@ -196,6 +197,7 @@ TEST_F(BgraToRg10, BayerTemplatesMatchTheFormatTable) {
     if (f.bits == 10) ten_bit.insert(f.caps_name);
   }
   EXPECT_EQ(template_formats("bgratorg10", GST_PAD_SRC), ten_bit);
+  EXPECT_EQ(template_formats("rg10replaysrc", GST_PAD_SRC), ten_bit);
   EXPECT_EQ(template_formats("cudav4l2src", GST_PAD_SRC), all);
   GstElementFactory* rg10tobgra = gst_element_factory_find("rg10tobgra");
   if (!rg10tobgra) return;  // built without CUDA
@@ -215,6 +217,7 @@ TEST_F(BgraToRg10, DefaultNamesAreTheElementNames) {
   const Case cases[] = {
       {"bgratorg10", "GstBgraToRg10", "bgratorg10-"},
       {"cudav4l2src", "GstCudaV4l2Src", "cudav4l2src"},
+      {"rg10replaysrc", "GstRg10ReplaySrc", "rg10replaysrc"},
       {"rg10tobgra", "GstRg10ToBgra", "rg10tobgra"},
   };
   for (const Case& c : cases) {

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,6 +24,7 @@
 #include "debayer.h"
 #include "mosaic.h"
 #include "process.h"
+#include "replay_scene.h"
 
 namespace cb = cipc_bayer;
 namespace cc = cipc_cuda;
@@ -244,36 +246,73 @@ std::vector<uint8_t> expected_chain(const std::vector<uint8_t>& bgrx, int w, int
   return out;
 }
 
+// What a debayer chain delivered: frames at its appsink, and rg10tobgra's own counts.
+struct ChainRun {
+  int received = 0;
+  guint64 debayered = 0;
+  guint64 input_copies = 0;
+};
+
+// Runs `launch`, a chain with `rg10tobgra name=debayer` and an `appsink name=out` of BGRA, to its
+// end; frame n must equal expected(n) within 1 code.
+ChainRun run_debayer_chain(const char* launch,
+                           const std::function<std::vector<uint8_t>(int)>& expected, int w, int h) {
+  ChainRun run;
+  GstElement* p = gst_parse_launch(launch, nullptr);
+  EXPECT_NE(p, nullptr) << launch;
+  if (!p) return run;
+  GstElement* debayer = gst_bin_get_by_name(GST_BIN(p), "debayer");
+  GstElement* sink = gst_bin_get_by_name(GST_BIN(p), "out");
+  gst_element_set_state(p, GST_STATE_PLAYING);
+  while (GstSample* s = gst_app_sink_pull_sample(GST_APP_SINK(sink))) {
+    EXPECT_LE(max_difference(buffer_bytes(gst_sample_get_buffer(s)),
+                             expected_chain(expected(run.received), w, h)),
+              1)
+        << "frame " << run.received;
+    ++run.received;
+    gst_sample_unref(s);
+  }
+  run.debayered = stat(debayer, "frames");
+  run.input_copies = stat(debayer, "input-copies");
+  gst_element_set_state(p, GST_STATE_NULL);
+  gst_object_unref(debayer);
+  gst_object_unref(sink);
+  gst_object_unref(p);
+  return run;
+}
+
 TEST_F(Rg10ToBgra, BehindBgratorg10TheInputIsReadInPlace) {
   NEED_GPU();
   constexpr int kW = 320, kH = 240, kFrames = 10;
   const auto source = test_frames("smpte", kW, kH, kFrames);
   ASSERT_EQ(source.size(), static_cast<size_t>(kFrames));
-  GstElement* p = gst_parse_launch(
+  const ChainRun run = run_debayer_chain(
       "videotestsrc pattern=smpte num-buffers=10 ! video/x-raw,format=BGRx,width=320,height=240 "
       "! bgratorg10 ! rg10tobgra name=debayer ! video/x-raw,format=BGRA ! appsink name=out "
       "sync=false",
-      nullptr);
-  ASSERT_NE(p, nullptr);
-  GstElement* debayer = gst_bin_get_by_name(GST_BIN(p), "debayer");
-  GstElement* sink = gst_bin_get_by_name(GST_BIN(p), "out");
-  gst_element_set_state(p, GST_STATE_PLAYING);
-  int n = 0;
-  while (GstSample* s = gst_app_sink_pull_sample(GST_APP_SINK(sink))) {
-    EXPECT_LE(
-        max_difference(buffer_bytes(gst_sample_get_buffer(s)), expected_chain(source[n], kW, kH)),
-        1)
-        << "frame " << n;
-    ++n;
-    gst_sample_unref(s);
-  }
-  EXPECT_EQ(n, kFrames);
-  EXPECT_EQ(stat(debayer, "frames"), static_cast<guint64>(kFrames));
-  EXPECT_EQ(stat(debayer, "input-copies"), 0u) << "bgratorg10 did not write into the pinned pool";
-  gst_element_set_state(p, GST_STATE_NULL);
-  gst_object_unref(debayer);
-  gst_object_unref(sink);
-  gst_object_unref(p);
+      [&](int n) { return source.at(n); }, kW, kH);
+  EXPECT_EQ(run.received, kFrames);
+  EXPECT_EQ(run.debayered, static_cast<guint64>(kFrames));
+  EXPECT_EQ(run.input_copies, 0u) << "bgratorg10 did not write into the pinned pool";
+}
+
+// The replay camera allocates its loop with the pinned allocator rg10tobgra proposes, so the
+// kernel reads every replayed frame in place, as it would a capture buffer.
+TEST_F(Rg10ToBgra, ReplayCameraFramesAreReadInPlace) {
+  NEED_GPU();
+  constexpr int kW = 320, kH = 240, kLoop = 4, kFrames = 10;
+  const ChainRun run = run_debayer_chain(
+      "rg10replaysrc is-live=false frames=4 num-buffers=10 ! video/x-bayer,width=320,height=240 "
+      "! rg10tobgra name=debayer ! video/x-raw,format=BGRA ! appsink name=out sync=false",
+      [&](int n) {
+        std::vector<uint8_t> scene(static_cast<size_t>(kW) * 4 * kH);
+        cb::replay_scene_bgra(static_cast<uint32_t>(n), kLoop, kW, kH, scene.data(),
+                              static_cast<size_t>(kW) * 4);
+        return scene;
+      },
+      kW, kH);
+  EXPECT_EQ(run.received, kFrames);
+  EXPECT_EQ(run.input_copies, 0u) << "the replayed frames were not pinned memory";
 }
 
 // The camera chain into cudasink-ipc's CUDA slots, in a producer process of its own
