@@ -9,6 +9,8 @@
    one download and one upload; every configuration delivered its frames.
 3. The plots are drawn (gnuplot installed) or, without gnuplot, their data and script are left.
 4. A partial run (one mode skipped, no chain, no debayer) still gives a page that says so.
+5. Camera-chain runs behind the replay camera get their rows and the CPU saving, computed from
+   both processes' CPU, in the table and the headline.
 """
 import copy
 import json
@@ -34,6 +36,18 @@ def check(ok, what):
 def per_frame(line, kind):
     m = re.search(r"per-frame\(\d+\):.*?\b" + kind + r"=([0-9.]+)", line)
     return float(m.group(1)) if m else None
+
+
+def page_of(res, what):
+    """The page the report makes of `res` ("" if it fails, which is a failure of its own)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "results.json")
+        with open(path, "w") as f:
+            json.dump(res, f)
+        p = subprocess.run([REPORT, path, "--docs", os.path.join(tmp, "docs")], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+        check(p.returncode == 0, f"report runs on {what}: " + p.stdout.strip()[-200:])
+        return open(os.path.join(tmp, "docs", "performance.md")).read() if p.returncode == 0 else ""
 
 
 def main():
@@ -92,18 +106,37 @@ def main():
     partial["skipped_modes"] = {"detour": "shmsink not found"}
     partial["chain"], partial["debayer"], partial["scaling_pool"] = {}, [], []
     partial["chain_skipped"] = "Xvfb or gst-launch-1.0 not on PATH"
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "partial.json")
-        with open(path, "w") as f:
-            json.dump(partial, f)
-        p = subprocess.run([REPORT, path, "--docs", os.path.join(tmp, "docs")], stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True)
-        check(p.returncode == 0, "report runs on a partial result: " + p.stdout.strip()[-200:])
-        text = open(os.path.join(tmp, "docs", "performance.md")).read() if p.returncode == 0 else ""
-        check("Not measured in this run: host detour (shm) (shmsink not found)" in text,
-              "a skipped baseline is named with its reason")
-        check("Xvfb or gst-launch-1.0 not on PATH" in text, "a skipped camera chain is named with its reason")
-        check("| 4K | 60 fps | 1 | host detour" not in text, "no row for a skipped baseline")
+    text = page_of(partial, "a partial result")
+    check("Not measured in this run: host detour (shm) (shmsink not found)" in text,
+          "a skipped baseline is named with its reason")
+    check("Xvfb or gst-launch-1.0 not on PATH" in text, "a skipped camera chain is named with its reason")
+    check("| 4K | 60 fps | 1 | host detour" not in text, "no row for a skipped baseline")
+
+    # Replay-camera chain runs: rows and the saving (here 20+30 against 50+60 of a core: -54.5%).
+    replay = copy.deepcopy(res)
+    base = replay["chain"].get("zero-copy") or {"frames": 600, "shown": 600}
+    for name, camera_pct, display_pct, p50 in [("replay-1080p-zero-copy", 20.0, 30.0, 4000.0),
+                                               ("replay-1080p-copy", 50.0, 60.0, 6500.0)]:
+        entry = copy.deepcopy(base)
+        entry.update({"cpu_pct": {"camera": camera_pct, "display": display_pct},
+                      "latency_us": {"p50": p50, "p99": 2 * p50, "max": 3 * p50}, "audit": []})
+        replay["chain"][name] = entry
+    text = page_of(replay, "replay-camera chain runs")
+    check("| 1080p, replay camera, zero-copy | " in text and "| 1080p, replay camera, copy-based | " in text,
+          "replay-camera runs have their rows")
+    check("1080p60 50% against 110% of a core (**-54.5%**)" in text,
+          "the table states the CPU saving of both processes")
+    check("Camera chain at 1080p60 with the replay camera" in text and "**-54.5%**" in text
+          and "**4.0 ms** zero-copy, 6.5 ms copy-based" in text, "the headline states latency and saving")
+    check("4K60 with the replay camera" not in text, "no headline for a size that was not run")
+
+    # A chain that showed nothing (e.g. the producer failed): no latency, no headline, no crash.
+    failed = copy.deepcopy(replay)
+    for entry in failed["chain"].values():
+        entry.update({"shown": 0, "latency_us": {"p50": None, "p99": None, "max": None},
+                      "cpu_pct": {"camera": 0.0, "display": 0.0}})
+    text = page_of(failed, "camera-chain runs that showed no frame")
+    check("Camera chain at" not in text, "no chain headline without a measured latency")
 
     print(f"{len(failures)} failure(s)")
     return 1 if failures else 0
