@@ -253,14 +253,14 @@ static bool make_frames(GstRg10ReplaySrc* self, const Settings& s) {
     GstMemory* mem = gst_allocator_alloc(allocator, st.frame_size, &params);
     GstMapInfo map;
     if (mem == nullptr || !gst_memory_map(mem, &map, GST_MAP_WRITE)) {
-      if (mem) gst_memory_unref(mem);
-      if (allocator) gst_object_unref(allocator);
-      st.drop_frames();
       GST_ELEMENT_ERROR(self, RESOURCE, NO_SPACE_LEFT,
                         ("Could not allocate replay frame %u of %u (%.1f MiB each). Lower "
                          "frames or the resolution.",
                          i + 1, s.frames, mib),
                         ("allocator %s", allocator ? GST_OBJECT_NAME(allocator) : "default"));
+      if (mem) gst_memory_unref(mem);
+      if (allocator) gst_object_unref(allocator);
+      st.drop_frames();
       return false;
     }
     std::memset(map.data, 0, st.frame_size);  // row padding stays zero
