@@ -257,6 +257,36 @@ class ProducerConsumer : public ::testing::Test {
     return r.is_ok() ? std::move(r.value()) : nullptr;
   }
 
+  // A host-memory consumer in a child process of its own (no gtest there). The child connects to
+  // path_, retrying for up to 10 s while the producer is not listening yet, and exits with what
+  // `body` returns (2 if it never connected); `body` reports to the parent on `report`, the
+  // write end of a pipe whose read end the parent gets in `report_read`. Fork before start()
+  // when the child must not inherit a lock held by the producer's thread.
+  using ChildBody = std::function<int(Consumer& consumer, int report)>;
+  void fork_consumer(ChildGuard& child, UniqueFd& report_read, uint32_t max_in_flight,
+                     const ChildBody& body) {
+    int report[2];
+    ASSERT_EQ(::pipe2(report, O_CLOEXEC), 0);
+    report_read = UniqueFd(report[0]);
+    UniqueFd report_write(report[1]);
+    child.pid = ::fork();
+    ASSERT_GE(child.pid, 0);
+    if (child.pid == 0) {
+      ::alarm(30);
+      report_read.reset();
+      HostMemoryBackend backend;
+      ConsumerConfig c;
+      c.socket_path = path_;
+      c.max_in_flight = max_in_flight;
+      auto consumer = Consumer::connect(c, backend);
+      for (int tries = 0; !consumer && tries < 1000; ++tries) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        consumer = Consumer::connect(c, backend);
+      }
+      ::_exit(consumer ? body(*consumer.value(), report_write.get()) : 2);
+    }
+  }
+
   // Fills slot `index` with the pattern of `seed` and publishes it with a fresh counting hold.
   size_t publish(uint32_t index, uint8_t seed) {
     fill(*slots_.at(index), seed);
@@ -788,34 +818,21 @@ TEST_P(EachBackend, ConsumerLeavingWhileItsFramesLiveOnHasThoseSlotsRetired) {
 TEST_F(ProducerConsumer, SigkilledConsumerProcessHasItsClaimsReclaimed) {
   start();
   make_slots(3);
-  int report[2];
-  ASSERT_EQ(::pipe2(report, O_CLOEXEC), 0);
-  UniqueFd report_read(report[0]), report_write(report[1]);
-
   ChildGuard child;
-  child.pid = ::fork();
-  ASSERT_GE(child.pid, 0);
-  if (child.pid == 0) {
-    // Child: no gtest here. Hold three frames, report each one, then wait to be killed.
-    ::alarm(30);
-    report_read.reset();
-    HostMemoryBackend backend;
-    ConsumerConfig c;
-    c.socket_path = path_;
-    c.max_in_flight = 8;
-    auto consumer = Consumer::connect(c, backend);
-    if (!consumer) ::_exit(2);
+  UniqueFd report_read;
+  // The child holds three frames, reports each one, then waits to be killed.
+  const ChildBody hold_three = [](Consumer& consumer, int report) {
     std::vector<ReceivedFrame> held;
     while (held.size() < 3) {
-      ConsumerEvent e = consumer.value()->next(10000);
+      ConsumerEvent e = consumer.next(10000);
       if (e.kind == Kind::kCaps) continue;
-      if (e.kind != Kind::kFrame) ::_exit(3);
+      if (e.kind != Kind::kFrame) return 3;
       held.push_back(std::move(e.frame));
-      if (::write(report_write.get(), "f", 1) != 1) ::_exit(4);
+      if (::write(report, "f", 1) != 1) return 4;
     }
     for (;;) ::pause();
-  }
-  report_write.reset();
+  };
+  ASSERT_NO_FATAL_FAILURE(fork_consumer(child, report_read, 8, hold_three));
 
   ASSERT_TRUE(producer_->wait_for_consumer(5000));
   for (uint32_t n = 0; n < 3; ++n) ASSERT_EQ(publish(n, static_cast<uint8_t>(n + 1)), 1u);
@@ -1591,39 +1608,23 @@ TEST_F(ProducerConsumer, ConsumerOutOfDescriptorsNamesItsOwnLimit) {
   // reported a false "invalid vptr" there whenever the producer was quick.) The child is forked
   // before the producer's thread exists: a lock another thread held at fork() would stay held
   // in the child for good.
-  int report[2];
-  ASSERT_EQ(::pipe2(report, O_CLOEXEC), 0);
-  UniqueFd report_read(report[0]), report_write(report[1]);
-
   ChildGuard child;
-  child.pid = ::fork();
-  ASSERT_GE(child.pid, 0);
-  if (child.pid == 0) {
-    // Child: no gtest here. Attach once the producer listens, take the caps, then receive the
-    // first frame's slot with no descriptor free; report "<error code> <message>" (or
-    // "kind <n>") and exit.
-    ::alarm(30);
-    report_read.reset();
-    HostMemoryBackend backend;
-    ConsumerConfig c;
-    c.socket_path = path_;
-    auto consumer = Consumer::connect(c, backend);
-    for (int tries = 0; !consumer && tries < 1000; ++tries) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      consumer = Consumer::connect(c, backend);
-    }
-    if (!consumer) ::_exit(2);
-    if (consumer.value()->next(10000).kind != Kind::kCaps) ::_exit(3);
+  UniqueFd report_read;
+  // The child takes the caps, then receives the first frame's slot with no descriptor free and
+  // reports "<error code> <message>" (or "kind <n>").
+  const ChildBody starve = [](Consumer& consumer, int report) {
+    if (consumer.next(10000).kind != Kind::kCaps) return 3;
     cipc_test::DescriptorFiller full;
-    if (::write(report_write.get(), "r", 1) != 1) ::_exit(4);  // ready: publish now
-    const ConsumerEvent e = consumer.value()->next(10000);
+    if (::write(report, "r", 1) != 1) return 4;  // ready: publish now
+    const ConsumerEvent e = consumer.next(10000);
     const std::string line =
         e.kind == Kind::kError
             ? std::to_string(static_cast<int>(e.error.code)) + " " + e.error.message
             : "kind " + std::to_string(static_cast<int>(e.kind));
-    ::_exit(::write(report_write.get(), line.data(), line.size()) > 0 ? 0 : 5);
-  }
-  report_write.reset();
+    return ::write(report, line.data(), line.size()) > 0 ? 0 : 5;
+  };
+  ASSERT_NO_FATAL_FAILURE(
+      fork_consumer(child, report_read, ConsumerConfig{}.max_in_flight, starve));
 
   start();
   make_slots(2);
