@@ -20,6 +20,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -77,6 +78,42 @@ inline std::optional<uint64_t> stat_of(const std::string& line, const std::strin
 // stat_of, or UINT64_MAX when the field is missing (so that comparisons with it fail loudly).
 inline uint64_t stat_or_max(const std::string& line, const std::string& field) {
   return stat_of(line, field).value_or(UINT64_MAX);
+}
+
+// The first line of a small /proc file, or "?" when it cannot be read.
+inline std::string proc_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  return in && std::getline(in, line) ? line : "?";
+}
+
+// What a live process is doing, for a test's failure message: its state and where each of its
+// threads sleeps in the kernel, and the same for its children (a process that never printed
+// anything is told apart from one stuck in a plugin scanner or a lock).
+inline std::string describe_live_process(pid_t pid, int depth = 0) {
+  const std::string dir = "/proc/" + std::to_string(pid);
+  const std::string stat = proc_line(dir + "/stat");
+  const size_t paren = stat.rfind(')');
+  const std::string state =
+      paren != std::string::npos && paren + 2 < stat.size() ? stat.substr(paren + 2, 1) : "?";
+  std::ostringstream s;
+  const std::string indent(size_t(2 + 2 * depth), ' ');
+  s << indent << "pid " << pid << " (" << proc_line(dir + "/comm") << ") state " << state << "\n";
+  std::error_code ec;
+  std::vector<pid_t> children;
+  size_t threads = 0;
+  for (const auto& task : std::filesystem::directory_iterator(dir + "/task", ec)) {
+    const std::string t = task.path().string();
+    if (++threads <= 12)
+      s << indent << "  thread " << task.path().filename().string() << " ("
+        << proc_line(t + "/comm") << ") waits in " << proc_line(t + "/wchan") << "\n";
+    std::ifstream kids(t + "/children");
+    for (pid_t k; kids >> k;) children.push_back(k);
+  }
+  if (threads > 12) s << indent << "  (" << threads << " threads in all)\n";
+  if (depth < 2)
+    for (const auto& k : children) s << describe_live_process(k, depth + 1);
+  return s.str();
 }
 
 // A child process with its stdout and stderr captured line by line (timestamped) by a reader
@@ -287,6 +324,8 @@ class Process {
       const std::string tail = err_.size() > 3000 ? err_.substr(err_.size() - 3000) : err_;
       s << "  stderr:\n" << tail << "\n";
     }
+    if (pid_ > 0 && !reaped_ && !out_closed_)
+      s << "  still running:\n" << describe_live_process(pid_);
     return s.str();
   }
 
