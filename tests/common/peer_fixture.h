@@ -84,7 +84,8 @@ class PeerFixture : public ::testing::Test {
                     bool wait_ready = true) {
     Process& p = spawn(name, "produce", args);
     if (wait_ready) {
-      EXPECT_TRUE(p.wait_line("READY", timeouts_.start)) << name << " did not start";
+      EXPECT_TRUE(p.wait_line("READY", timeouts_.start)) << name << " did not start\n"
+                                                         << p.transcript();
     }
     return p;
   }
