@@ -6,6 +6,9 @@
 namespace cipc {
 namespace {
 
+// A poll() that returns sooner than this did not sleep: the message was already queued.
+constexpr uint64_t kBacklogWaitNs = 5000;
+
 // Turns a failed decode, or an ERROR message, into an Error that names both sides.
 Error decode_failure(const DecodeError& e) {
   if (e.failure == DecodeFailure::kVersionMismatch)
@@ -176,6 +179,9 @@ ConsumerEvent Consumer::next(int timeout_ms) {
   const uint64_t deadline =
       timeout_ms < 0 ? UINT64_MAX : monotonic_ns() + uint64_t(timeout_ms) * 1000000;
   Packet packet;
+  // Paced frames arrive one at a time: a receive before waiting would find nothing (a wasted
+  // system call per frame), so wait first unless the last message was already queued.
+  bool wait_first = !backlog_;
   for (;;) {
     {
       std::lock_guard<std::mutex> lock(link_->mutex);
@@ -191,12 +197,26 @@ ConsumerEvent Consumer::next(int timeout_ms) {
       e.kind = ConsumerEvent::Kind::kInterrupted;
       return e;
     }
+    bool waited = false;
+    if (wait_first) {
+      const uint64_t before = monotonic_ns();
+      const int wait_ms = deadline == UINT64_MAX ? -1
+                          : before >= deadline
+                              ? 0
+                              : static_cast<int>((deadline - before + 999999) / 1000000);
+      link_->channel.wait_readable(wait_ms, waker_ ? waker_->fd() : -1);
+      // A wait that returned at once found the message queued: a backlog, as when unpaced.
+      waited = monotonic_ns() - before > kBacklogWaitNs;
+      if (waker_ && waker_->is_set()) continue;
+    }
     std::string error;
     // The receive side is only used by this thread; the lock guards against concurrent close.
     const IoResult r = link_->channel.receive(packet, &error);
     if (r == IoResult::kOk) {
+      backlog_ = !waited;
       ConsumerEvent event;
       if (handle(packet, event)) return event;
+      wait_first = false;  // a SLOT or CAPS is usually followed at once by its FRAME
       continue;
     }
     if (r == IoResult::kClosed) {
@@ -211,11 +231,9 @@ ConsumerEvent Consumer::next(int timeout_ms) {
       if (link_->channel.last_error_is_local()) return fail(ErrorCode::kOutOfResources, error);
       return fail(ErrorCode::kProtocol, "bad message from the producer: " + error);
     }
-    const uint64_t now = monotonic_ns();
-    if (now >= deadline) return ConsumerEvent{};
-    const int wait_ms =
-        deadline == UINT64_MAX ? -1 : static_cast<int>((deadline - now + 999999) / 1000000);
-    link_->channel.wait_readable(wait_ms, waker_ ? waker_->fd() : -1);
+    if (!wait_first) empty_reads_.fetch_add(1, std::memory_order_relaxed);
+    if (monotonic_ns() >= deadline) return ConsumerEvent{};
+    wait_first = true;
   }
 }
 
@@ -348,6 +366,7 @@ ConsumerStats Consumer::stats() const {
   s.releases_sent = link_->releases_sent;
   s.releases_lost = link_->releases_lost;
   s.claims_outstanding = link_->claims_outstanding;
+  s.empty_reads = empty_reads_;
   return s;
 }
 

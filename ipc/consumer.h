@@ -86,6 +86,7 @@ struct ConsumerStats {
   uint64_t releases_sent = 0;
   uint64_t releases_lost = 0;
   uint64_t claims_outstanding = 0;
+  uint64_t empty_reads = 0;  // receives that found nothing: a system call spent for no message
 };
 
 // Picks the memory backend once the producer has said (WELCOME) what it shares; an Error
@@ -132,6 +133,8 @@ class Consumer {
   std::atomic<uint64_t> frames_received_{0};  // read by stats() from other threads
   std::atomic<uint64_t> slots_imported_{0};
   std::atomic<uint64_t> slots_retired_{0};
+  std::atomic<uint64_t> empty_reads_{0};
+  bool backlog_ = true;  // the last message was queued before next() looked for it
 };
 
 }  // namespace cipc

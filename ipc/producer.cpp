@@ -206,23 +206,32 @@ bool Producer::refuse_for_lack_of_descriptors() {
   return r == IoResult::kOk && reserve_fd_.valid();
 }
 
-void Producer::read_attached(Deferred& deferred) {
+void Producer::read_attached(Deferred& deferred, std::optional<uint64_t> just_sent) {
   bool dropped = false;
   for (auto& entry : sessions_) {
     Session& s = *entry.second;
     if (!s.ready || s.dead) continue;
-    service(s, deferred, kMaxMessagesPerPublish);
+    // A consumer that holds only the frame just sent has nothing queued for us but (rarely) an
+    // ERROR or BYE: the next publish reads it, when that frame is a claim it could release.
+    std::optional<size_t> until_claims;
+    if (just_sent && s.claims.count(*just_sent)) until_claims = 1;
+    service(s, deferred, kMaxMessagesPerPublish, until_claims);
     dropped = dropped || s.dead;
   }
   if (dropped) wake_.wake();  // the I/O thread erases dropped sessions
 }
 
-void Producer::service(Session& session, Deferred& deferred, int max_messages) {
+void Producer::service(Session& session, Deferred& deferred, int max_messages,
+                       std::optional<size_t> until_claims) {
   Packet packet;
   for (int i = 0; i < max_messages && !session.dead; ++i) {
+    if (until_claims && session.claims.size() <= *until_claims) return;
     std::string error;
     const IoResult r = session.channel.receive(packet, &error);
-    if (r == IoResult::kWouldBlock) return;
+    if (r == IoResult::kWouldBlock) {
+      ++stats_.empty_reads;
+      return;
+    }
     if (r == IoResult::kClosed) {
       const size_t held = session.claims.size();
       drop(session,
@@ -550,7 +559,7 @@ size_t Producer::publish_locked(const SlotRef& slot, Frame frame,
     if (!s.retire_pending.empty()) flush_retired(s);
     // A consumer at its limit may have released since: read that before dropping the frame.
     if (lazy && s.claims.size() >= s.max_in_flight) {
-      service(s, deferred, kMaxMessagesPerPublish);
+      service(s, deferred, kMaxMessagesPerPublish, s.max_in_flight - 1);
       if (s.dead) {
         wake = true;
         continue;
@@ -597,7 +606,7 @@ size_t Producer::publish_locked(const SlotRef& slot, Frame frame,
   // RELEASEs queued since the last frame are read here, after the frame is out, instead of by a
   // wake-up of the I/O thread.
   if (lazy) {
-    read_attached(deferred);
+    read_attached(deferred, frame.sequence);
     lazy_until_ns_ = monotonic_ns() + uint64_t{config_.lazy_release_ms} * 1000000;
   }
   if (wake) wake_.wake();

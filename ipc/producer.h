@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -75,6 +76,7 @@ struct ProducerStats {
   uint64_t slots_exported = 0;      // SLOT messages sent
   uint64_t slots_retired = 0;       // slots taken out of the pool under a consumer that left
   uint64_t retire_notices = 0;      // RETIRE messages sent to the other consumers
+  uint64_t empty_reads = 0;  // receives from a consumer that found nothing (a wasted system call)
 };
 
 // Notifications from the I/O thread. Called with no producer lock held; must not call back into
@@ -181,10 +183,16 @@ class Producer {
   // At the descriptor limit: spends the reserve descriptor on one waiting connection to tell it
   // why it is refused. False when there is no reserve to spend.
   bool refuse_for_lack_of_descriptors();
-  // Reads and handles up to `max_messages` of the session's queued messages, without blocking.
-  void service(Session& session, Deferred& deferred, int max_messages);
-  // service() for every attached consumer, on the calling thread (publish, wait_for_room).
-  void read_attached(Deferred& deferred);
+  // Reads and handles up to `max_messages` of the session's queued messages, without blocking;
+  // with `until_claims`, stops as soon as the session holds no more claims than that (what it
+  // could still release is then nothing, or only frames it has just been sent).
+  void service(Session& session, Deferred& deferred, int max_messages,
+               std::optional<size_t> until_claims = std::nullopt);
+  // service() for every attached consumer, on the calling thread (publish, wait_for_room). After
+  // publish (`just_sent`: that frame's sequence), a consumer that was sent the frame is read only
+  // while it holds more than that one: otherwise it has nothing to release, and a receive would
+  // find nothing - one wasted system call per frame.
+  void read_attached(Deferred& deferred, std::optional<uint64_t> just_sent = std::nullopt);
   void handle(Session& session, Message& message, Deferred& deferred);
   void handshake(Session& session, const Hello& hello, Deferred& deferred);
   void reject(Session& session, ErrorCode code, const std::string& text, Deferred& deferred);

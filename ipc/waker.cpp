@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 #include "waker.h"
 
-#include <poll.h>
 #include <sys/eventfd.h>
 #include <time.h>
 
@@ -12,20 +11,21 @@ namespace cipc {
 Waker::Waker() : fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
 
 void Waker::wake() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (set_.load(std::memory_order_relaxed)) return;  // already readable
   const uint64_t one = 1;
   ssize_t r = ::write(fd_.get(), &one, sizeof(one));
-  (void)r;  // EAGAIN means the counter is already saturated, i.e. already awake
+  (void)r;  // cannot fail short of a closed descriptor: the counter is 0 or 1
+  set_.store(true, std::memory_order_release);
 }
 
 void Waker::clear() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!set_.load(std::memory_order_relaxed)) return;
   uint64_t v;
   ssize_t r = ::read(fd_.get(), &v, sizeof(v));
-  (void)r;  // EAGAIN: it was not set
-}
-
-bool Waker::is_set() const {
-  pollfd p{fd_.get(), POLLIN, 0};
-  return ::poll(&p, 1, 0) > 0;
+  (void)r;
+  set_.store(false, std::memory_order_release);
 }
 
 uint64_t monotonic_ns() {

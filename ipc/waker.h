@@ -2,6 +2,9 @@
 // An eventfd that ends poll() waits from another thread (unlock, stop).
 #pragma once
 
+#include <atomic>
+#include <mutex>
+
 #include "status.h"
 #include "unique_fd.h"
 
@@ -14,10 +17,13 @@ class Waker {
   int fd() const { return fd_.get(); }
   void wake();  // level-triggered: stays readable until clear()
   void clear();
-  bool is_set() const;
+  // No system call: a flag kept in step with the eventfd (checked once per message received).
+  bool is_set() const { return set_.load(std::memory_order_acquire); }
 
  private:
   UniqueFd fd_;
+  std::mutex mutex_;  // wake() and clear() change the flag and the eventfd together
+  std::atomic<bool> set_{false};
 };
 
 // CLOCK_MONOTONIC in nanoseconds: the time base both processes agree on.

@@ -1593,9 +1593,55 @@ TEST_F(LazyReleases, ConsumerErrorReadByPublishDetachesItAndTellsTheObserver) {
   e.code = static_cast<uint32_t>(ErrorCode::kProtocol);
   e.text = "raw consumer gives up";
   ASSERT_EQ(raw.send(Message{e}), IoResult::kOk);
-  publish(2, 3);  // reads the ERROR after sending (the raw consumer may get this frame too)
+  // It is sent this frame and holds nothing else, so it has nothing to release: not read yet.
+  ASSERT_EQ(publish(2, 3), 2u);
+  EXPECT_EQ(stats().consumers, 2u);
+  // Now it holds two frames: publish() reads it and finds the ERROR.
+  publish(0, 4);
   EXPECT_EQ(stats().consumers, 1u);
   EXPECT_TRUE(observer_.saw_detach("raw consumer gives up", true)) << observer_.dump();
+}
+
+// Paced frames, each released before the next: neither side spends a receive that finds
+// nothing. The producer reads the one RELEASE that is queued and stops (the consumer then
+// holds only the frame just sent); the consumer waits before it receives, instead of trying a
+// receive first that would find its socket empty (one wasted system call per frame each, before).
+TEST_F(LazyReleases, PacedFramesCostNoEmptyReceivesOnEitherSide) {
+  start_lazy();
+  hold_a_frame_in_the_lazy_phase();
+  release_held();
+  constexpr int kFrames = 20;
+  std::atomic<int> received{0};
+  std::atomic<bool> failed{false};
+  std::thread reader([&] {
+    for (int i = 0; i < kFrames; ++i) {
+      ConsumerEvent event = consumer_->next(10000);
+      if (event.kind != Kind::kFrame) {
+        failed = true;
+        return;
+      }
+      event.frame.claim.reset();  // RELEASE from this thread, before the next frame
+      ++received;
+    }
+  });
+  // The I/O thread is asleep in the lazy phase: every read from here on is publish()'s.
+  ASSERT_EQ(publish(2, 3), 1u);
+  const uint64_t producer_empty_before = stats().empty_reads;
+  for (int i = 1; i < kFrames; ++i) {
+    ASSERT_TRUE(eventually([&] { return consumer_->stats().releases_sent == uint64_t(2 + i); }))
+        << "frame " << i;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the reader is waiting again
+    ASSERT_EQ(publish(uint32_t(i % 3), uint8_t(3 + i)), 1u);
+  }
+  reader.join();
+  ASSERT_FALSE(failed.load());
+  EXPECT_EQ(received.load(), kFrames);
+  EXPECT_EQ(stats().empty_reads - producer_empty_before, 0u);
+  // Every frame's RELEASE but the last one's (two frames came before these) was read by publish.
+  EXPECT_EQ(stats().releases, uint64_t(2 + kFrames - 1));
+  // The first next() tries a receive first (the consumer cannot know it is paced); a reader
+  // that a loaded machine kept from its wait may find one more frame queued and try again.
+  EXPECT_LE(consumer_->stats().empty_reads, uint64_t(2 + kFrames / 4));
 }
 
 // Issue 17, defect 6: a consumer that cannot take a slot's descriptor because its own table is
