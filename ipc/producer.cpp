@@ -108,6 +108,8 @@ void Producer::run() {
         const int until_eager = static_cast<int>((lazy_until_ns_ - now) / 1000000 + 1);
         timeout = timeout < 0 ? until_eager : std::min(timeout, until_eager);
       }
+      // A set waker ends this poll at once: not asleep yet (its wake-up reads every consumer).
+      io_sleeps_lazily_ = lazy && !wake_.is_set();
     }
     const int r = ::poll(fds.data(), fds.size(), timeout);
     if (r < 0 && errno != EINTR) {
@@ -117,6 +119,7 @@ void Producer::run() {
     Deferred deferred;
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      io_sleeps_lazily_ = false;
       if (stopping_) return;
       wake_.clear();
       if (r > 0 && (fds[0].revents & POLLIN)) accept_all(deferred);
@@ -607,7 +610,11 @@ size_t Producer::publish_locked(const SlotRef& slot, Frame frame,
   // wake-up of the I/O thread.
   if (lazy) {
     read_attached(deferred, frame.sequence);
-    lazy_until_ns_ = monotonic_ns() + uint64_t{config_.lazy_release_ms} * 1000000;
+    const uint64_t now = monotonic_ns();
+    // A lazy phase begins: the I/O thread still polls for RELEASEs, and would wake for the
+    // first one anyway. Wake it now, so that it polls for hang-ups only from here on.
+    if (lazy_until_ns_ <= now) wake = true;
+    lazy_until_ns_ = now + uint64_t{config_.lazy_release_ms} * 1000000;
   }
   if (wake) wake_.wake();
   return delivered;
@@ -684,6 +691,11 @@ void Producer::set_flushing(bool flushing) {
   }
   attached_cv_.notify_all();
   room_cv_.notify_all();
+}
+
+bool Producer::io_thread_sleeps_lazily() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return io_sleeps_lazily_;
 }
 
 ProducerStats Producer::stats() const {

@@ -129,6 +129,9 @@ class Producer {
   void set_flushing(bool flushing);
 
   ProducerStats stats() const;
+  // Whether the I/O thread is asleep in the lazy phase now, where a RELEASE does not wake it
+  // (tests wait for this before they count on publish() being the one to read).
+  bool io_thread_sleeps_lazily() const;
   size_t consumer_count() const;
   uint64_t instance_id() const { return instance_id_; }
   const std::string& socket_path() const { return config_.socket_path; }
@@ -226,6 +229,7 @@ class Producer {
   bool has_caps_ = false;
   // Until then consumers' messages wait for publish() (lazy_release_ms); 0: read at once.
   uint64_t lazy_until_ns_ = 0;
+  bool io_sleeps_lazily_ = false;  // the I/O thread's current poll() leaves RELEASEs queued
   Caps caps_;
   uint64_t next_session_id_ = 1;
   uint64_t next_sequence_ = 1;

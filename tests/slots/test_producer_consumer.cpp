@@ -1502,8 +1502,10 @@ class LazyReleases : public ProducerConsumer {
     expect_caps(*consumer_);
   }
   // Publishes slot 0 and releases it, then publishes slot 1, which the consumer keeps in `held_`.
-  // The first RELEASE is read by the I/O thread or by that second publish(); once it is, the I/O
-  // thread has gone back to sleep in the lazy phase.
+  // The first RELEASE is read by the I/O thread or by that second publish(). The I/O thread may
+  // still be in the poll() it began before the first frame, which a RELEASE ends; the helper
+  // returns once it has gone back to sleep in the lazy phase (a wake-up it had not yet acted on
+  // would read the next RELEASE itself).
   void hold_a_frame_in_the_lazy_phase() {
     ASSERT_EQ(publish(0, 1), 1u);
     expect_frame(*consumer_, 0, 1).claim.reset();
@@ -1511,6 +1513,7 @@ class LazyReleases : public ProducerConsumer {
     ASSERT_EQ(publish(1, 2), 1u);
     ASSERT_TRUE(eventually([&] { return holds_->destroyed == 1; }));
     held_ = expect_frame(*consumer_, 1, 2);
+    ASSERT_TRUE(eventually([&] { return producer_->io_thread_sleeps_lazily(); }));
   }
   void release_held() {
     held_.claim.reset();
