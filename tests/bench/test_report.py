@@ -11,8 +11,12 @@
 4. A partial run (one mode skipped, no chain, no debayer) still gives a page that says so.
 5. Camera-chain runs behind the replay camera get their rows and the CPU saving, computed from
    both processes' CPU, in the table and the headline.
+6. System calls per frame: run-all's strace parsing and its difference of two run lengths, and
+   the report's table of them (or the reason there is none).
 """
 import copy
+import importlib.machinery
+import importlib.util
 import json
 import os
 import re
@@ -48,6 +52,52 @@ def page_of(res, what):
                            stderr=subprocess.STDOUT, text=True)
         check(p.returncode == 0, f"report runs on {what}: " + p.stdout.strip()[-200:])
         return open(os.path.join(tmp, "docs", "performance.md")).read() if p.returncode == 0 else ""
+
+
+STRACE_SHORT = """% time     seconds  usecs/call     calls    errors syscall
+------ ----------- ----------- --------- --------- ----------------
+ 47.73    0.043811       10952         4           ppoll
+ 11.08    0.010167           6       200           poll
+  4.05    0.003720           3       160        10 recvmsg
+  3.09    0.002838           4       152         2 sendmsg
+  2.04    0.001869          21        86        19 openat
+------ ----------- ----------- --------- --------- ----------------
+100.00    0.091790          15       602        31 total
+"""
+STRACE_LONG = STRACE_SHORT.replace("       200           poll", "       650           poll").replace(
+    "       160        10 recvmsg", "       610        10 recvmsg").replace(
+    "       152         2 sendmsg", "       602         2 sendmsg")
+
+
+def check_syscalls(res):
+    loader = importlib.machinery.SourceFileLoader("run_all", os.path.join(ROOT, "tests", "bench", "run-all"))
+    spec = importlib.util.spec_from_loader("run_all", loader)
+    run_all = importlib.util.module_from_spec(spec)
+    loader.exec_module(run_all)
+    short, long = run_all.strace_calls(STRACE_SHORT), run_all.strace_calls(STRACE_LONG)
+    check(short == {"ppoll": 4, "poll": 200, "recvmsg": 160, "sendmsg": 152, "openat": 86},
+          f"strace -c summary parsed by name, total line left out: {short}")
+    each = run_all.per_frame_calls(short, long, 450)
+    check(each == {"total": 3.0, "calls": {"poll": 1.0, "recvmsg": 1.0, "sendmsg": 1.0}},
+          f"start-up calls cancel out between the two run lengths: {each}")
+
+    counted = copy.deepcopy(res)
+    counted["breakdown_syscalls"] = [
+        {"mode": "zero-copy", "size": "1080p", "frames": [150, 600], "received": [150, 600],
+         "producer": {"total": 2.2, "calls": {"sendmsg": 1.0, "recvmsg": 1.0, "ioctl": 0.2}},
+         "consumer": each},
+        {"mode": "copy", "size": "1080p", "frames": [150, 600], "received": [3, 4],
+         "error": "frames received [3, 4] of [150, 600]; ERROR no device"}]
+    text = page_of(counted, "system calls per frame")
+    check("| 1080p | zero-copy (ours) | 2.20 (sendmsg 1.00, recvmsg 1.00, ioctl 0.20) | "
+          "3.00 (poll 1.00, recvmsg 1.00, sendmsg 1.00) |" in text, "the syscall table has both processes")
+    check("| 1080p | copy per boundary | frames received [3, 4] of [150, 600]; ERROR no device | |" in text,
+          "a failed syscall count says why")
+    skipped = copy.deepcopy(res)
+    skipped["breakdown_syscalls"] = []
+    skipped["breakdown_syscalls_skipped"] = "strace was not found (install it, or set STRACE)"
+    check("System calls per frame: not counted in this run (strace was not found" in
+          page_of(skipped, "a run without strace"), "a run without strace says so")
 
 
 def main():
@@ -138,6 +188,7 @@ def main():
     text = page_of(failed, "camera-chain runs that showed no frame")
     check("Camera chain at" not in text, "no chain headline without a measured latency")
 
+    check_syscalls(res)
     print(f"{len(failures)} failure(s)")
     return 1 if failures else 0
 
