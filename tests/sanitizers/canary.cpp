@@ -13,6 +13,7 @@
 #include <glib.h>
 #include <stdio.h>
 
+#include <atomic>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -23,7 +24,7 @@ namespace {
 
 volatile int g_index = 16;
 volatile int g_sink = 0;
-int g_racy = 0;
+volatile int g_racy = 0;  // volatile: each write stays a write (no loop folded into one add)
 void* volatile g_escape = nullptr;
 
 int heap_overflow() {
@@ -47,12 +48,19 @@ int undefined() {
 }
 
 int race() {
-  std::thread a([] {
-    for (int i = 0; i < 100000; ++i) ++g_racy;
-  });
-  std::thread b([] {
-    for (int i = 0; i < 100000; ++i) ++g_racy;
-  });
+  // Both threads write while the other one runs: on a loaded machine one thread could otherwise
+  // finish before the other starts, and TSan (whose history of a finished thread is limited) once
+  // let that pass unreported in CI. The rendezvous uses relaxed atomics, which TSan does not count
+  // as synchronisation, so the writes stay unordered.
+  static std::atomic<int> arrived{0};
+  auto writer = [] {
+    arrived.fetch_add(1, std::memory_order_relaxed);
+    while (arrived.load(std::memory_order_relaxed) < 2) {
+    }
+    for (int i = 0; i < 100000; ++i) g_racy = g_racy + 1;
+  };
+  std::thread a(writer);
+  std::thread b(writer);
   a.join();
   b.join();
   return 0;
