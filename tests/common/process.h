@@ -36,6 +36,11 @@ namespace cipc_test {
 
 using Clock = std::chrono::steady_clock;
 
+// How long a peer producer may take to be listening and PLAYING. Generous: each test's peers
+// first scan the plugins into a fresh registry, and start-up is not what the tests measure
+// (Process::transcript() describes one that misses it).
+constexpr std::chrono::seconds kPeerStartTimeout{60};
+
 // The folder a path lies in.
 inline std::string dirname_of(const std::string& path) {
   return std::filesystem::path(path).parent_path().string();

@@ -52,7 +52,7 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 
 // Generous: these bound waits for things that normally take milliseconds, on a loaded machine.
-constexpr auto kStartTimeout = seconds(60);  // includes a plugin scan into a fresh registry
+constexpr auto kStartTimeout = cipc_test::kPeerStartTimeout;
 constexpr auto kEventTimeout = seconds(15);
 constexpr auto kExitTimeout = seconds(20);
 

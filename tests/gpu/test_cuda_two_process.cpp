@@ -54,7 +54,7 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 
 // Generous: a child's start includes building the GStreamer registry and initialising CUDA.
-constexpr auto kStartTimeout = seconds(60);
+constexpr auto kStartTimeout = cipc_test::kPeerStartTimeout;
 constexpr auto kEventTimeout = seconds(30);
 constexpr auto kExitTimeout = seconds(30);
 constexpr auto kRunTimeout = seconds(240);  // a whole finite run of a few hundred frames

@@ -32,7 +32,7 @@ using cipc_test::Process;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-constexpr auto kStartTimeout = seconds(60);  // includes a plugin scan into a fresh registry
+constexpr auto kStartTimeout = cipc_test::kPeerStartTimeout;
 constexpr auto kExitTimeout = seconds(20);
 
 using cipc_test::crc32_update;

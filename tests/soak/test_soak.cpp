@@ -108,11 +108,7 @@ constexpr int kConsumerMaxInFlight = 2;
 constexpr int kCheckpointEvery = 60;     // consumer lives between checkpoints
 constexpr int kProducerKillEvery = 250;  // consumer lives between producer kills (mid-stream)
 constexpr auto kProgressTimeout = seconds(20);  // a live consumer must get a frame within this
-// A producer must be PLAYING within this. Generous: each test scans the plugins into a fresh
-// registry first, and startup is not what these tests measure; a producer that misses it is
-// described (state, threads, children) in the failure message.
-constexpr auto kStartupTimeout = seconds(60);
-constexpr int kEarlyKillWindowMs = 80;  // "SIGKILL while starting": this soon after start
+constexpr int kEarlyKillWindowMs = 80;          // "SIGKILL while starting": this soon after start
 // CUDA memory (see the header): the release-timeout, a factor for every wait, and an early-kill
 // window that also covers the consumer's CUDA context creation and slot imports.
 constexpr int kCudaReleaseTimeoutMs = 1000;
@@ -337,7 +333,8 @@ class Soak : public ::testing::Test {
       args.push_back("cuda");
     }
     producer_ = spawn("producer-" + std::to_string(producer_records_.size()), args);
-    const bool ready = producer_->wait_line("READY", scaled(kStartupTimeout)).has_value();
+    const bool ready =
+        producer_->wait_line("READY", scaled(cipc_test::kPeerStartTimeout)).has_value();
     // A GPU the sink cannot use, found at the first start, is a reason to skip, not a failure.
     if (!ready && cuda_ && producer_records_.size() == 1) {
       const std::optional<std::string> error = producer_->first("ERROR");
@@ -771,7 +768,8 @@ TEST_F(Soak, ProducerOutlivesMoreRetiredSlotsThanSlotIndices) {
   producer_ = spawn("producer", {"produce", "--socket", socket_, "--fps", "1000", "--width", "64",
                                  "--height", "48", "--release-timeout", "30", "--max-in-flight",
                                  "64", "--stats-every-ms", "250"});
-  ASSERT_TRUE(producer_->wait_line("READY", scaled(kStartupTimeout))) << producer_->transcript();
+  ASSERT_TRUE(producer_->wait_line("READY", scaled(cipc_test::kPeerStartTimeout)))
+      << producer_->transcript();
   const auto start = Clock::now();
   size_t timeouts = 0;
   std::set<std::pair<uint64_t, uint32_t>> slots;  // (generation, index) shared with any consumer
