@@ -162,6 +162,27 @@ GType gst_cipc_precision_get_type(void) {
   return type;
 }
 
+GType gst_cipc_input_mode_get_type(void) {
+  static GType type = [] {
+    static const GEnumValue values[] = {
+        {GST_CIPC_INPUT_AUTO,
+         "Whichever of the two below is faster on this machine, timed on the negotiated frame "
+         "size when the first frame arrives (the stats say which and the times)",
+         "auto"},
+        {GST_CIPC_INPUT_IN_PLACE,
+         "The kernel reads the frame over the bus where upstream wrote it: no copy (best where "
+         "host memory is the GPU's, as on Jetson)",
+         "in-place"},
+        {GST_CIPC_INPUT_UPLOAD,
+         "A copy engine uploads the frame into device memory first, overlapping the previous "
+         "frame's kernel (one HtoD per frame; best on a discrete GPU)",
+         "upload"},
+        {0, nullptr, nullptr}};
+    return register_enum("GstCipcInputMode", values);
+  }();
+  return type;
+}
+
 GType gst_cipc_backpressure_get_type(void) {
   static GType type = [] {
     static const GEnumValue values[] = {

@@ -54,6 +54,14 @@ typedef enum {
   GST_CIPC_PRECISION_EXACT = 1,  // bit-exact
 } GstCipcPrecision;
 
+// rg10tobgra's input-mode: how the kernel reads frames in the pinned pool it offers upstream
+// (cipc_cuda::InputPath, plus auto).
+typedef enum {
+  GST_CIPC_INPUT_AUTO = 0,      // whichever measure_input_paths() found faster
+  GST_CIPC_INPUT_IN_PLACE = 1,  // the kernel reads the host memory over the bus
+  GST_CIPC_INPUT_UPLOAD = 2,    // a copy engine uploads it first, overlapping the last kernel
+} GstCipcInputMode;
+
 typedef enum {
   GST_CIPC_TRANSFER_SRGB = 0,
   GST_CIPC_TRANSFER_LINEAR = 1,
@@ -65,6 +73,7 @@ GType gst_cipc_demosaic_get_type(void);
 GType gst_cipc_white_balance_get_type(void);
 GType gst_cipc_transfer_get_type(void);
 GType gst_cipc_precision_get_type(void);
+GType gst_cipc_input_mode_get_type(void);
 GType gst_cipc_sync_mode_get_type(void);  // cipc::SyncMode: gpu-events | cpu
 GType gst_cipc_io_mode_get_type(void);
 GType gst_cipc_sink_memory_get_type(void);  // cipc::MemoryKind: host | cuda

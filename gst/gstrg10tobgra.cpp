@@ -17,6 +17,14 @@
  * system-memory caps downstream (ximagesink...) each frame is downloaded once into downstream's
  * buffer; both are counted in the stats property.
  *
+ * Reading the pinned pool in place over the bus is not always the fastest way for the frame to
+ * reach the GPU: on a discrete GPU a copy engine's upload is about twice as fast as the
+ * kernel's reads of host memory (53 against 25 GB/s on an H200), while on Jetson the pinned
+ * memory is the GPU's own. With input-mode=auto (the default) the element times both on the
+ * negotiated frame size when the first pinned frame arrives and keeps the faster; an upload runs
+ * on a stream of its own, overlapping the previous frame's kernel, and is counted in the stats
+ * (input-uploads), as is the choice (input-path, in-place-us, upload-us).
+ *
  * Input rows are GST_ROUND_UP_4 (width) * 2 bytes apart unless a GstVideoMeta gives the stride.
  *
  * ## Example launch lines
@@ -48,6 +56,7 @@
 #include "debayer_gpu.h"
 #include "device.h"
 #include "enums.h"
+#include "input_upload.h"
 #include "pinnedmemory.h"
 #include "release_worker.h"
 #include "slotmemory.h"
@@ -71,6 +80,7 @@ enum {
   PROP_PRECISION,
   PROP_CUDA_DEVICE_ID,
   PROP_INPUT_POOL_SIZE,
+  PROP_INPUT_MODE,
   PROP_STATS,
 };
 
@@ -92,6 +102,7 @@ enum {
 #define DEFAULT_PRECISION GST_CIPC_PRECISION_FAST
 #define DEFAULT_CUDA_DEVICE_ID -1
 #define DEFAULT_INPUT_POOL_SIZE 4
+#define DEFAULT_INPUT_MODE GST_CIPC_INPUT_AUTO
 
 #define OUT_FORMATS "{ BGRA, BGRx, RGBA }"
 
@@ -111,6 +122,7 @@ struct Settings {
   GstCipcPrecision precision = DEFAULT_PRECISION;
   gint cuda_device_id = DEFAULT_CUDA_DEVICE_ID;
   guint input_pool_size = DEFAULT_INPUT_POOL_SIZE;
+  GstCipcInputMode input_mode = DEFAULT_INPUT_MODE;
 };
 
 // Everything the streaming thread uses; created in start(), dropped in stop().
@@ -128,12 +140,32 @@ struct State {
   // Staging, allocated on first use: foreign input, and output before a download.
   cipc_cuda::DeviceBuffer input_staging;
   cipc_cuda::DeviceBuffer output_staging;
+  // Pinned input uploaded by a copy engine (input-mode), created on the first upload.
+  cipc_cuda::InputUploader uploader;
+  // input-mode=auto: both paths timed for this frame size (0 x 0: not yet).
+  gint timed_width = 0, timed_height = 0;
+  cipc_cuda::InputPathTimes input_times;
 };
 
 struct Counters {
   std::atomic<guint64> frames{0};
   std::atomic<guint64> input_copies{0};
+  std::atomic<guint64> input_uploads{0};
   std::atomic<guint64> downloads{0};
+  // How the last pinned frame was read (-1: none yet) and what auto measured (0: not measured).
+  std::atomic<int> input_path{-1};
+  std::atomic<double> in_place_us{0};
+  std::atomic<double> upload_us{0};
+
+  void reset() {
+    frames = 0;
+    input_copies = 0;
+    input_uploads = 0;
+    downloads = 0;
+    input_path = -1;
+    in_place_us = 0;
+    upload_us = 0;
+  }
 };
 
 cipc_cuda::DebayerParams debayer_params(const Settings& s, cipc_bayer::CfaOrder phase,
@@ -215,12 +247,17 @@ static GstStructure* make_stats(GstRg10ToBgra* self) {
                                    ? self->priv->state.debayer.last_gains()
                                    : cipc_cuda::WbGains{};
   const Counters& c = self->priv->counters;
-  return gst_structure_new("rg10tobgra-stats", "frames", G_TYPE_UINT64, c.frames.load(),
-                           "input-copies", G_TYPE_UINT64, c.input_copies.load(), "downloads",
-                           G_TYPE_UINT64, c.downloads.load(), "wb-red", G_TYPE_DOUBLE,
-                           static_cast<gdouble>(g.red), "wb-green", G_TYPE_DOUBLE,
-                           static_cast<gdouble>(g.green), "wb-blue", G_TYPE_DOUBLE,
-                           static_cast<gdouble>(g.blue), nullptr);
+  const int path = c.input_path.load();
+  const char* path_name =
+      path < 0 ? "none" : cipc_cuda::input_path_name(static_cast<cipc_cuda::InputPath>(path));
+  return gst_structure_new(
+      "rg10tobgra-stats", "frames", G_TYPE_UINT64, c.frames.load(), "input-copies", G_TYPE_UINT64,
+      c.input_copies.load(), "input-uploads", G_TYPE_UINT64, c.input_uploads.load(), "input-path",
+      G_TYPE_STRING, path_name, "in-place-us", G_TYPE_DOUBLE, c.in_place_us.load(), "upload-us",
+      G_TYPE_DOUBLE, c.upload_us.load(), "downloads", G_TYPE_UINT64, c.downloads.load(), "wb-red",
+      G_TYPE_DOUBLE, static_cast<gdouble>(g.red), "wb-green", G_TYPE_DOUBLE,
+      static_cast<gdouble>(g.green), "wb-blue", G_TYPE_DOUBLE, static_cast<gdouble>(g.blue),
+      nullptr);
 }
 
 static void gst_rg10_to_bgra_set_property(GObject* object, guint prop_id, const GValue* value,
@@ -246,6 +283,9 @@ static void gst_rg10_to_bgra_set_property(GObject* object, guint prop_id, const 
       break;
     case PROP_CUDA_DEVICE_ID: s.cuda_device_id = g_value_get_int(value); break;
     case PROP_INPUT_POOL_SIZE: s.input_pool_size = g_value_get_uint(value); break;
+    case PROP_INPUT_MODE:
+      s.input_mode = static_cast<GstCipcInputMode>(g_value_get_enum(value));
+      break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK(self);
@@ -274,6 +314,7 @@ static void gst_rg10_to_bgra_get_property(GObject* object, guint prop_id, GValue
     case PROP_PRECISION: g_value_set_enum(value, s.precision); break;
     case PROP_CUDA_DEVICE_ID: g_value_set_int(value, s.cuda_device_id); break;
     case PROP_INPUT_POOL_SIZE: g_value_set_uint(value, s.input_pool_size); break;
+    case PROP_INPUT_MODE: g_value_set_enum(value, s.input_mode); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK(self);
@@ -334,6 +375,9 @@ static void teardown(State& st) {
   drop_input_pool(st);
   st.input_staging = cipc_cuda::DeviceBuffer();
   st.output_staging = cipc_cuda::DeviceBuffer();
+  st.uploader = cipc_cuda::InputUploader();
+  st.timed_width = st.timed_height = 0;
+  st.input_times = cipc_cuda::InputPathTimes{};
   st.debayer = cipc_cuda::GpuDebayer();
   st.stream = cipc_cuda::Stream();
   st.configured = false;
@@ -361,9 +405,7 @@ static gboolean gst_rg10_to_bgra_start(GstBaseTransform* trans) {
     teardown(st);
     return cuda_failure(self, "Could not set up the GPU debayer.", status);
   }
-  self->priv->counters.frames = 0;
-  self->priv->counters.input_copies = 0;
-  self->priv->counters.downloads = 0;
+  self->priv->counters.reset();
   GST_INFO_OBJECT(self, "debayering on CUDA device %d (%s)", st.device, info.name.c_str());
   return TRUE;
 }
@@ -509,18 +551,56 @@ static gboolean gst_rg10_to_bgra_decide_allocation(GstBaseTransform* trans, GstQ
   return ok;
 }
 
-// Where the kernel reads the frame: in place (our pinned memory, or a cudaipc CUDA slot), or
-// a device copy of foreign memory. `keep_input` is set when the kernel reads `inbuf` in place
-// after this returns.
+// How a frame in our pinned pool reaches the kernel: as input-mode says, or with auto what was
+// measured for this frame size (measured now if not yet: a few milliseconds, once).
+static cipc_cuda::InputPath pinned_input_path(GstRg10ToBgra* self, GstCipcInputMode mode,
+                                              const cipc_cuda::DebayerParams& params, gint width,
+                                              gint height) {
+  if (mode == GST_CIPC_INPUT_IN_PLACE) return cipc_cuda::InputPath::kInPlace;
+  if (mode == GST_CIPC_INPUT_UPLOAD) return cipc_cuda::InputPath::kUpload;
+  State& st = self->priv->state;
+  if (st.timed_width != width || st.timed_height != height) {
+    st.timed_width = width;
+    st.timed_height = height;
+    const cipc_cuda::Status status =
+        cipc_cuda::measure_input_paths(st.device, params, width, height, &st.input_times);
+    if (!status) {
+      GST_WARNING_OBJECT(self, "could not time the input paths, reading in place: %s",
+                         status.message().c_str());
+      st.input_times = cipc_cuda::InputPathTimes{};
+    }
+    GST_INFO_OBJECT(self, "%dx%d pinned input: in place %.1f us, upload + kernel %.1f us: %s",
+                    width, height, st.input_times.in_place_us, st.input_times.upload_us,
+                    cipc_cuda::input_path_name(st.input_times.faster()));
+    self->priv->counters.in_place_us = st.input_times.in_place_us;
+    self->priv->counters.upload_us = st.input_times.upload_us;
+  }
+  return st.input_times.faster();
+}
+
+// Where the kernel reads the frame, and what must happen around the kernel.
+struct InputPlacement {
+  cipc_cuda::DevicePtr ptr = 0;
+  size_t pitch = 0;
+  bool uploaded = false;  // by the uploader: tell it once the kernel is queued
+  // Keep the input buffer until the work queued on this stream so far is done (our pinned
+  // memory, read in place or by the upload); nullptr: nothing reads it after transform().
+  cipc_cuda::StreamHandle hold_on = nullptr;
+};
+
+// In place or uploaded (our pinned memory, see pinned_input_path), or a device copy of foreign
+// memory.
 static GstFlowReturn locate_input(GstRg10ToBgra* self, GstBuffer* inbuf, gint width, gint height,
-                                  cipc_cuda::DevicePtr* in, size_t* in_pitch, bool* keep_input) {
+                                  GstCipcInputMode mode, const cipc_cuda::DebayerParams& params,
+                                  InputPlacement* in) {
   State& st = self->priv->state;
   const GstVideoMeta* meta = gst_buffer_get_video_meta(inbuf);
   const size_t stride =
       meta ? static_cast<size_t>(meta->stride[0]) : cipc_gst::bayer10_default_stride(width);
   const size_t plane_offset = meta ? meta->offset[0] : 0;
-  const size_t needed = stride * static_cast<size_t>(height - 1) + 2 * static_cast<size_t>(width);
-  *keep_input = false;
+  const size_t row_bytes = 2 * static_cast<size_t>(width);
+  const size_t needed = stride * static_cast<size_t>(height - 1) + row_bytes;
+  *in = InputPlacement{};
   GstMemory* mem = gst_buffer_n_memory(inbuf) == 1 ? gst_buffer_peek_memory(inbuf, 0) : nullptr;
   if (gst_buffer_get_size(inbuf) < plane_offset + needed) {
     GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("An input frame is smaller than its format says."),
@@ -528,11 +608,30 @@ static GstFlowReturn locate_input(GstRg10ToBgra* self, GstBuffer* inbuf, gint wi
                        gst_buffer_get_size(inbuf), plane_offset + needed));
     return GST_FLOW_ERROR;
   }
+  Counters& counters = self->priv->counters;
   cipc_cuda::DevicePtr pinned = 0;
   if (mem && gst_cipc_pinned_memory_device_ptr(mem, &pinned)) {
-    *in = pinned + plane_offset;
-    *in_pitch = stride;
-    *keep_input = true;
+    const cipc_cuda::DevicePtr frame = pinned + plane_offset;
+    const cipc_cuda::InputPath path = pinned_input_path(self, mode, params, width, height);
+    counters.input_path = static_cast<int>(path);
+    if (path == cipc_cuda::InputPath::kInPlace) {
+      in->ptr = frame;
+      in->pitch = stride;
+      in->hold_on = st.stream.handle();
+      return GST_FLOW_OK;
+    }
+    cipc_cuda::Status s = cipc_cuda::Status::ok();
+    if (!st.uploader.valid()) s = cipc_cuda::InputUploader::create(st.device, &st.uploader);
+    if (s)
+      s = st.uploader.upload(as_ptr(frame), stride, row_bytes, static_cast<size_t>(height),
+                             st.stream.handle(), &in->ptr, &in->pitch);
+    if (!s) {
+      cuda_failure(self, "Could not upload an input frame to the GPU.", s);
+      return GST_FLOW_ERROR;
+    }
+    in->uploaded = true;
+    in->hold_on = st.uploader.copy_stream();  // upstream gets it back once it is uploaded
+    ++counters.input_uploads;
     return GST_FLOW_OK;
   }
   // Foreign memory: one counted copy to the GPU.
@@ -541,11 +640,11 @@ static GstFlowReturn locate_input(GstRg10ToBgra* self, GstBuffer* inbuf, gint wi
     GST_ELEMENT_ERROR(self, STREAM, FAILED, ("Could not read an input frame."), (nullptr));
     return GST_FLOW_ERROR;
   }
-  const size_t pitch = 2 * static_cast<size_t>(width);
-  cipc_cuda::Status s = ensure_staging(st.input_staging, st.device, pitch * height);
+  cipc_cuda::Status s = ensure_staging(st.input_staging, st.device, row_bytes * height);
   if (s)
-    s = cipc_cuda::copy_2d_async(as_ptr(st.input_staging.ptr()), pitch, map.data + plane_offset,
-                                 stride, pitch, static_cast<size_t>(height), st.stream.handle());
+    s = cipc_cuda::copy_2d_async(as_ptr(st.input_staging.ptr()), row_bytes, map.data + plane_offset,
+                                 stride, row_bytes, static_cast<size_t>(height),
+                                 st.stream.handle());
   // A copy from pageable memory has left it once the call returns; from registered or pinned
   // memory it may still be running, so wait for it before upstream may reuse the buffer.
   if (s) s = st.stream.synchronize();
@@ -554,19 +653,20 @@ static GstFlowReturn locate_input(GstRg10ToBgra* self, GstBuffer* inbuf, gint wi
     cuda_failure(self, "Could not copy an input frame to the GPU.", s);
     return GST_FLOW_ERROR;
   }
-  ++self->priv->counters.input_copies;
-  *in = st.input_staging.ptr();
-  *in_pitch = pitch;
+  ++counters.input_copies;
+  in->ptr = st.input_staging.ptr();
+  in->pitch = row_bytes;
   return GST_FLOW_OK;
 }
 
-// Keeps `inbuf` (read in place by the kernel just queued) until the GPU is past it, without
-// this thread waiting: upstream's pool gets the buffer back only then.
-static cipc_cuda::Status hold_until_read(GstRg10ToBgra* self, GstBuffer* inbuf) {
+// Keeps `inbuf` until the work queued on `stream` so far (the kernel reading it in place, or
+// its upload) is done, without this thread waiting: upstream's pool gets the buffer back then.
+static cipc_cuda::Status hold_until_read(GstRg10ToBgra* self, GstBuffer* inbuf,
+                                         cipc_cuda::StreamHandle stream) {
   State& st = self->priv->state;
   auto done = std::make_shared<cipc_cuda::Event>();
   cipc_cuda::Status s = cipc_cuda::Event::create_local(st.device, done.get());
-  if (s) s = done->record(st.stream.handle());
+  if (s) s = done->record(stream);
   if (!s) return s;
   std::shared_ptr<void> keepalive(gst_buffer_ref(inbuf),
                                   [](void* b) { gst_buffer_unref(static_cast<GstBuffer*>(b)); });
@@ -584,8 +684,10 @@ static GstFlowReturn gst_rg10_to_bgra_transform(GstBaseTransform* trans, GstBuff
   const gint height = GST_VIDEO_INFO_HEIGHT(&st.out_info);
   const cipc_cuda::StreamHandle stream = st.stream.handle();
 
+  const cipc_cuda::DebayerParams params =
+      debayer_params(s, st.phase, GST_VIDEO_INFO_FORMAT(&st.out_info));
   cipc_cuda::Status status =
-      st.debayer.configure(debayer_params(s, st.phase, GST_VIDEO_INFO_FORMAT(&st.out_info)),
+      st.debayer.configure(params,
                            s.wb_mode == GST_CIPC_WB_GRAY_WORLD ? cipc_cuda::WhiteBalance::kGrayWorld
                                                                : cipc_cuda::WhiteBalance::kFixed,
                            stream);
@@ -594,11 +696,14 @@ static GstFlowReturn gst_rg10_to_bgra_transform(GstBaseTransform* trans, GstBuff
     return GST_FLOW_ERROR;
   }
 
-  cipc_cuda::DevicePtr in = 0;
-  size_t in_pitch = 0;
-  bool keep_input = false;
-  GstFlowReturn ret = locate_input(self, inbuf, width, height, &in, &in_pitch, &keep_input);
+  InputPlacement in;
+  GstFlowReturn ret = locate_input(self, inbuf, width, height, s.input_mode, params, &in);
   if (ret != GST_FLOW_OK) return ret;
+  auto run_kernel = [&](cipc_cuda::DevicePtr out, size_t out_pitch) {
+    cipc_cuda::Status k = st.debayer.run(in.ptr, in.pitch, out, out_pitch, width, height, stream);
+    if (k && in.uploaded) k = st.uploader.kernel_queued(stream);
+    return k;
+  };
 
   if (st.cuda_output) {
     GstMemory* mem = gst_buffer_n_memory(outbuf) == 1 ? gst_buffer_peek_memory(outbuf, 0) : nullptr;
@@ -624,15 +729,14 @@ static GstFlowReturn gst_rg10_to_bgra_transform(GstBaseTransform* trans, GstBuff
     const size_t out_pitch =
         static_cast<size_t>(meta ? meta->stride[0] : GST_VIDEO_INFO_PLANE_STRIDE(&st.out_info, 0));
     if (!info->begin_write(mem, stream)) status = cipc_cuda::Status::failure("begin_write failed");
-    if (status) status = st.debayer.run(in, in_pitch, out, out_pitch, width, height, stream);
+    if (status) status = run_kernel(out, out_pitch);
     if (status && !info->end_write(mem, stream))
       status = cipc_cuda::Status::failure("end_write failed");
   } else {
     // System memory: debayer into a device buffer, then one download into downstream's buffer.
     const size_t pitch = 4 * static_cast<size_t>(width);
     status = ensure_staging(st.output_staging, st.device, pitch * height);
-    if (status)
-      status = st.debayer.run(in, in_pitch, st.output_staging.ptr(), pitch, width, height, stream);
+    if (status) status = run_kernel(st.output_staging.ptr(), pitch);
     GstVideoFrame frame;
     if (status && !gst_video_frame_map(&frame, &st.out_info, outbuf, GST_MAP_WRITE)) {
       GST_ELEMENT_ERROR(self, STREAM, FAILED, ("Could not map an output buffer."), (nullptr));
@@ -648,10 +752,10 @@ static GstFlowReturn gst_rg10_to_bgra_transform(GstBaseTransform* trans, GstBuff
       if (status) status = st.stream.synchronize();  // downstream reads it with the CPU
       gst_video_frame_unmap(&frame);
       if (status) ++self->priv->counters.downloads;
-      keep_input = false;  // synchronised: the kernel is done with the input
+      in.hold_on = nullptr;  // synchronised: the kernel (and any upload) is done with the input
     }
   }
-  if (status && keep_input) status = hold_until_read(self, inbuf);
+  if (status && in.hold_on) status = hold_until_read(self, inbuf, in.hold_on);
   if (!status) {
     cuda_failure(self, "Could not debayer a frame on the GPU.", status);
     return GST_FLOW_ERROR;
@@ -749,11 +853,23 @@ static void gst_rg10_to_bgra_class_init(GstRg10ToBgraClass* klass) {
                         "(it grows beyond this when upstream holds more)",
                         1, 64, DEFAULT_INPUT_POOL_SIZE, rw_ready));
   g_object_class_install_property(
+      object_class, PROP_INPUT_MODE,
+      g_param_spec_enum("input-mode", "Input mode",
+                        "How the kernel reads frames upstream wrote into the pinned pool offered "
+                        "to it: in-place over the bus (no copy), upload by a copy engine first "
+                        "(overlapping the previous frame's kernel), or auto: whichever is faster "
+                        "here, timed on the first frame (stats: input-path, in-place-us, "
+                        "upload-us)",
+                        gst_cipc_input_mode_get_type(), DEFAULT_INPUT_MODE, rw_playing));
+  g_object_class_install_property(
       object_class, PROP_STATS,
       g_param_spec_boxed("stats", "Statistics",
                          "frames, input-copies (frames that were not in the pinned pool), "
-                         "downloads (frames copied into system memory downstream), and the "
-                         "wb-red/green/blue gains in use",
+                         "input-uploads (pinned frames uploaded, see input-mode), input-path "
+                         "(in-place, upload or none: how the last pinned frame was read), "
+                         "in-place-us and upload-us (what input-mode=auto timed per frame, 0 "
+                         "if not), downloads (frames copied into system memory downstream), "
+                         "and the wb-red/green/blue gains in use",
                          GST_TYPE_STRUCTURE, ro));
 
   gst_element_class_set_static_metadata(

@@ -14,6 +14,12 @@
 // each byte once, hence 2 *). That is, 100% means the debayer moves its bytes as fast as the
 // GPU's own copy engine path moves a frame. "one-by-one" is the time per frame when each run()
 // is launched from the host in turn, as rg10tobgra does (the larger of GPU time and launch cost).
+//
+// Then rg10tobgra's two ways to a frame in its pinned pool (input-mode), for the default kernel
+// (MHC, fast, fixed gains), frame by frame as the element queues them: in place (the kernel reads
+// host memory over the bus) and uploaded (InputUploader: a copy engine uploads frame N + 1 on a
+// stream of its own while the kernel debayers frame N); the input's GB/s is the RAW10 frame's
+// bytes per frame time. Also what input-mode=auto measures (measure_input_paths) and chooses.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -27,6 +33,7 @@
 
 #include "cuda_api.h"
 #include "debayer_gpu.h"
+#include "input_upload.h"
 #include "mosaic.h"
 
 namespace cb = cipc_bayer;
@@ -47,13 +54,15 @@ void check(cudaError_t err, const char* what) {
   if (err != cudaSuccess) die(std::string(what) + ": " + cudaGetErrorString(err));
 }
 
-// Milliseconds of GPU time between two events around what `enqueue` queues on `stream`.
+// Milliseconds of GPU time between two events around what `enqueue` queues on `stream`;
+// `joined`, a second stream whose work `stream` waits for, starts at the first event too.
 template <typename Enqueue>
-double elapsed_ms(cudaStream_t stream, Enqueue enqueue) {
+double elapsed_ms(cudaStream_t stream, Enqueue enqueue, cudaStream_t joined = nullptr) {
   cudaEvent_t start, stop;
   check(cudaEventCreate(&start), "cudaEventCreate");
   check(cudaEventCreate(&stop), "cudaEventCreate");
   check(cudaEventRecord(start, stream), "cudaEventRecord");
+  if (joined) check(cudaStreamWaitEvent(joined, start, 0), "cudaStreamWaitEvent");
   enqueue();
   check(cudaEventRecord(stop, stream), "cudaEventRecord");
   check(cudaEventSynchronize(stop), "cudaEventSynchronize");
@@ -199,6 +208,56 @@ int main(int argc, char** argv) {
                    "\"us\":%.2f,\"gb_s\":%.2f}\n",
                    info.name.c_str(), size.name, in_bytes, upload_ms * 1e3,
                    in_bytes / (upload_ms * 1e-3) / 1e9);
+    }
+
+    {
+      cc::DebayerParams p;  // the defaults: MHC, fast, fixed gains
+      p.black_level = 50;
+      check(debayer.configure(p, cc::WhiteBalance::kFixed, stream.handle()));
+      cc::InputUploader uploader;
+      check(cc::InputUploader::create(0, &uploader));
+      const int n = iterations / 5 + 1;
+      auto in_place = [&] {
+        check(debayer.run(in_mapped, in_pitch, out_dev.ptr(), out_pitch, size.w, size.h,
+                          stream.handle()));
+      };
+      auto uploaded = [&] {
+        cc::DevicePtr in = 0;
+        size_t pitch = 0;
+        check(uploader.upload(in_host.data(), in_pitch, in_pitch, static_cast<size_t>(size.h),
+                              stream.handle(), &in, &pitch));
+        check(debayer.run(in, pitch, out_dev.ptr(), out_pitch, size.w, size.h, stream.handle()));
+        check(uploader.kernel_queued(stream.handle()));
+      };
+      const double in_place_ms = time_per_call(s, n, in_place);
+      for (int i = 0; i < 5; ++i) uploaded();  // warm-up
+      const double uploaded_ms = elapsed_ms(
+                                     s,
+                                     [&] {
+                                       for (int i = 0; i < n; ++i) uploaded();
+                                     },
+                                     static_cast<cudaStream_t>(uploader.copy_stream())) /
+                                 n;
+      cc::InputPathTimes times;
+      check(cc::measure_input_paths(0, p, size.w, size.h, &times));
+      const double gb = static_cast<double>(in_bytes) / 1e9;
+      std::printf(
+          "%-6s pinned input, MHC fast: in place %.1f us/frame (%.1f GB/s), uploaded %.1f "
+          "us/frame (%.1f GB/s); input-mode=auto timed %.1f / %.1f us -> %s\n",
+          size.name, in_place_ms * 1e3, gb / (in_place_ms * 1e-3), uploaded_ms * 1e3,
+          gb / (uploaded_ms * 1e-3), times.in_place_us, times.upload_us,
+          cc::input_path_name(times.faster()));
+      if (json) {
+        std::fprintf(json,
+                     "{\"bench\":\"debayer-input\",\"gpu\":\"%s\",\"size\":\"%s\",\"bytes\":%zu,"
+                     "\"in_place_us\":%.2f,\"in_place_gb_s\":%.2f,\"uploaded_us\":%.2f,"
+                     "\"uploaded_gb_s\":%.2f,\"upload_only_us\":%.2f,\"auto_in_place_us\":%.2f,"
+                     "\"auto_upload_us\":%.2f,\"auto_choice\":\"%s\"}\n",
+                     info.name.c_str(), size.name, in_bytes, in_place_ms * 1e3,
+                     gb / (in_place_ms * 1e-3), uploaded_ms * 1e3, gb / (uploaded_ms * 1e-3),
+                     upload_ms * 1e3, times.in_place_us, times.upload_us,
+                     cc::input_path_name(times.faster()));
+      }
     }
 
     for (cc::Demosaic method : {cc::Demosaic::kBilinear, cc::Demosaic::kMhc}) {

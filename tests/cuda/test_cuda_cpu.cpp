@@ -12,6 +12,7 @@
 
 #include "check.h"
 #include "cuda_api.h"
+#include "input_upload.h"
 #include "test_pattern.h"
 
 namespace cc = cipc_cuda;
@@ -278,6 +279,21 @@ TEST(Devices, QueryBadOrdinalSaysHowManyExist) {
                                std::to_string(n) + " device(s) present)";
     EXPECT_EQ(st.message().rfind(prefix, 0), 0u) << st.message();
   }
+}
+
+// rg10tobgra's automatic choice: the upload only where it was measured and is faster.
+TEST(InputPaths, TheFasterMeasuredPathIsChosenInPlaceWhenInDoubt) {
+  cc::InputPathTimes t;
+  EXPECT_EQ(t.faster(), cc::InputPath::kInPlace) << "nothing measured";
+  t.in_place_us = 664.0;
+  t.upload_us = 330.0;  // the H200 at 4K
+  EXPECT_EQ(t.faster(), cc::InputPath::kUpload);
+  t.upload_us = 664.0;
+  EXPECT_EQ(t.faster(), cc::InputPath::kInPlace) << "a tie keeps the frame in place";
+  t.upload_us = 0.0;
+  EXPECT_EQ(t.faster(), cc::InputPath::kInPlace) << "an upload not measured never wins";
+  EXPECT_STREQ(cc::input_path_name(cc::InputPath::kUpload), "upload");
+  EXPECT_STREQ(cc::input_path_name(cc::InputPath::kInPlace), "in-place");
 }
 
 TEST(Devices, QueryDeviceZero) {

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 // The GPU debayer against its CPU reference (debayer_cpu): seeded random RAW10 input, odd
 // sizes, every phase, both alignments, both methods, the 0 and 1023 extremes, padded pitches,
-// mapped pinned host input, gray world across frames. Part of test-cuda-gpu; skips with the
-// reason without a usable device.
+// mapped pinned host input (in place and uploaded), gray world across frames. Part of
+// test-cuda-gpu; skips with the reason without a usable device.
 //
 // Precision::kExact is compiled without fused multiply-adds and must match exactly;
 // Precision::kFast (the default) must be within 1 code of the reference and equal to its CPU
@@ -10,7 +10,9 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -21,6 +23,7 @@
 #include "cuda_test_util.h"
 #include "debayer.h"
 #include "debayer_gpu.h"
+#include "input_upload.h"
 
 namespace cb = cipc_bayer;
 namespace cc = cipc_cuda;
@@ -387,6 +390,76 @@ INSTANTIATE_TEST_SUITE_P(Precisions, GpuDebayerGrayWorldTest,
                          [](const ::testing::TestParamInfo<cc::Precision>& info) {
                            return info.param == cc::Precision::kExact ? "Exact" : "Fast";
                          });
+
+// rg10tobgra's upload path: frames in pinned host memory uploaded by a copy engine into two
+// alternating device buffers. Three frames are queued without a CPU wait in between, so the
+// third upload reuses the first frame's buffer while that frame's kernel may still be queued:
+// each output must still be its own frame's reference, bit for bit.
+TEST_F(GpuDebayerTest, UploadedFramesEachMatchTheReferenceWhileUploadsOverlapKernels) {
+  constexpr int kFrames = 3;
+  const int w = 1283, h = 721;  // odd; rows 2 * 1283 + 10 bytes apart, not 16-byte aligned
+  const size_t in_pitch = 2 * w + 10, out_pitch = 4 * w + 12;
+  cc::DebayerParams p;
+  p.phase = cb::CfaOrder::kGRBG;
+  p.method = cc::Demosaic::kMhc;
+  p.black_level = 50;
+  p.precision = cc::Precision::kExact;
+  ASSERT_OK(debayer_.configure(p, cc::WhiteBalance::kFixed, stream_.handle()));
+  cc::InputUploader uploader;
+  ASSERT_OK(cc::InputUploader::create(0, &uploader));
+  std::vector<Raw> raws;
+  std::vector<cc::PinnedHostBuffer> pinned(kFrames);
+  std::vector<cc::DeviceBuffer> outputs(kFrames);
+  for (int i = 0; i < kFrames; ++i) {
+    raws.push_back(random_raw(w, h, in_pitch, cb::BitAlignment::kLsb, 40 + i));
+    ASSERT_OK(cc::PinnedHostBuffer::create(raws[i].bytes.size(), &pinned[i]));
+    std::memcpy(pinned[i].data(), raws[i].bytes.data(), raws[i].bytes.size());
+    ASSERT_OK(cc::DeviceBuffer::create(0, out_pitch * h, &outputs[i]));
+  }
+  for (int i = 0; i < kFrames; ++i) {
+    cc::DevicePtr in = 0;
+    size_t pitch = 0;
+    ASSERT_OK(uploader.upload(pinned[i].data(), in_pitch, 2 * w, h, stream_.handle(), &in, &pitch));
+    EXPECT_EQ(pitch % 256, 0u);
+    EXPECT_GE(pitch, static_cast<size_t>(2 * w));
+    ASSERT_OK(debayer_.run(in, pitch, outputs[i].ptr(), out_pitch, w, h, stream_.handle()));
+    ASSERT_OK(uploader.kernel_queued(stream_.handle()));
+  }
+  EXPECT_EQ(uploader.uploads(), static_cast<uint64_t>(kFrames));
+  ASSERT_OK(stream_.synchronize());
+  for (int i = 0; i < kFrames; ++i) {
+    std::vector<uint8_t> gpu(out_pitch * h);
+    ASSERT_OK(cc::copy_2d_async(gpu.data(), gpu.size(), as_ptr(outputs[i].ptr()), gpu.size(),
+                                gpu.size(), 1, stream_.handle()));
+    ASSERT_OK(stream_.synchronize());
+    std::vector<uint8_t> expected = run_cpu(raws[i], out_pitch, p);
+    // The row padding of the outputs was never written: compare the pixels only.
+    Diff worst;
+    for (int r = 0; r < h; ++r) {
+      const size_t at = static_cast<size_t>(r) * out_pitch;
+      const Diff d =
+          compare(std::vector<uint8_t>(gpu.begin() + at, gpu.begin() + at + 4 * w),
+                  std::vector<uint8_t>(expected.begin() + at, expected.begin() + at + 4 * w));
+      worst.count += d.count;
+      worst.max = std::max(worst.max, d.max);
+    }
+    EXPECT_EQ(worst.count, 0u) << "frame " << i << ": bytes differ by up to " << worst.max;
+  }
+}
+
+TEST_F(GpuDebayerTest, BothInputPathsAreMeasuredAndTheFasterIsNamed) {
+  cc::DebayerParams p;
+  cc::InputPathTimes t;
+  ASSERT_OK(cc::measure_input_paths(0, p, 1920, 1080, &t));
+  EXPECT_GT(t.in_place_us, 0.0);
+  EXPECT_GT(t.upload_us, 0.0);
+  EXPECT_EQ(t.faster(),
+            t.upload_us < t.in_place_us ? cc::InputPath::kUpload : cc::InputPath::kInPlace);
+  std::printf("1080p input paths: in place %.1f us, upload + kernel %.1f us -> %s\n", t.in_place_us,
+              t.upload_us, cc::input_path_name(t.faster()));
+  const cc::Status bad = cc::measure_input_paths(0, p, 0, 1080, &t);
+  EXPECT_FALSE(bad.is_ok());
+}
 
 TEST_F(GpuDebayerTest, RejectsBadGeometryWithAClearMessage) {
   cc::DebayerParams p;

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <optional>
@@ -76,6 +77,22 @@ guint64 stat(GstElement* e, const char* field) {
   return v;
 }
 
+double stat_double(GstElement* e, const char* field) {
+  GstStructure* s = stats_of(e);
+  gdouble v = -1;
+  if (s) gst_structure_get_double(s, field, &v);
+  if (s) gst_structure_free(s);
+  return v;
+}
+
+std::string stat_string(GstElement* e, const char* field) {
+  GstStructure* s = stats_of(e);
+  const char* v = s ? gst_structure_get_string(s, field) : nullptr;
+  std::string result = v ? v : "(missing)";
+  if (s) gst_structure_free(s);
+  return result;
+}
+
 // The first error on a pipeline's bus, for failure messages.
 std::string bus_error(GstElement* pipeline) {
   GstBus* bus = gst_element_get_bus(pipeline);
@@ -119,14 +136,15 @@ TEST_F(Rg10ToBgra, IsRegisteredWithDefaultsAndRanges) {
   EXPECT_EQ(enum_default("wb-mode"), "fixed");
   EXPECT_EQ(enum_default("transfer"), "srgb");
   EXPECT_EQ(enum_default("precision"), "fast");
+  EXPECT_EQ(enum_default("input-mode"), "auto");
   EXPECT_EQ(black, 0u);
   EXPECT_EQ(gain, 1.0);
   EXPECT_EQ(gamma, 2.2);
   EXPECT_EQ(device, -1);
   EXPECT_EQ(G_PARAM_SPEC_UINT(g_object_class_find_property(klass, "black-level"))->maximum, 1022u);
-  for (const char* p :
-       {"bit-alignment", "black-level", "wb-mode", "wb-red", "wb-green", "wb-blue", "method",
-        "gain", "transfer", "gamma", "precision", "cuda-device-id", "input-pool-size", "stats"}) {
+  for (const char* p : {"bit-alignment", "black-level", "wb-mode", "wb-red", "wb-green", "wb-blue",
+                        "method", "gain", "transfer", "gamma", "precision", "cuda-device-id",
+                        "input-pool-size", "input-mode", "stats"}) {
     GParamSpec* spec = g_object_class_find_property(klass, p);
     ASSERT_NE(spec, nullptr) << p;
     EXPECT_GT(std::string(g_param_spec_get_blurb(spec)).size(), 20u) << p;
@@ -251,6 +269,9 @@ struct ChainRun {
   int received = 0;
   guint64 debayered = 0;
   guint64 input_copies = 0;
+  guint64 input_uploads = 0;
+  std::string input_path;
+  double in_place_us = 0, upload_us = 0;
 };
 
 // Runs `launch`, a chain with `rg10tobgra name=debayer` and an `appsink name=out` of BGRA, to its
@@ -274,6 +295,10 @@ ChainRun run_debayer_chain(const char* launch,
   }
   run.debayered = stat(debayer, "frames");
   run.input_copies = stat(debayer, "input-copies");
+  run.input_uploads = stat(debayer, "input-uploads");
+  run.input_path = stat_string(debayer, "input-path");
+  run.in_place_us = stat_double(debayer, "in-place-us");
+  run.upload_us = stat_double(debayer, "upload-us");
   gst_element_set_state(p, GST_STATE_NULL);
   gst_object_unref(debayer);
   gst_object_unref(sink);
@@ -281,19 +306,59 @@ ChainRun run_debayer_chain(const char* launch,
   return run;
 }
 
+// videotestsrc (`pattern`, BGRx) ! bgratorg10 ! rg10tobgra `options` into an appsink: every frame
+// must be the reference's.
+ChainRun run_simulator_chain(const char* pattern, int w, int h, int frames, const char* options) {
+  const auto source = test_frames(pattern, w, h, frames);
+  EXPECT_EQ(source.size(), static_cast<size_t>(frames));
+  const std::string size = "width=" + std::to_string(w) + ",height=" + std::to_string(h);
+  const std::string launch =
+      std::string("videotestsrc pattern=") + pattern + " num-buffers=" + std::to_string(frames) +
+      " ! video/x-raw,format=BGRx," + size + " ! bgratorg10 ! rg10tobgra name=debayer " + options +
+      " ! video/x-raw,format=BGRA ! appsink name=out sync=false";
+  return run_debayer_chain(
+      launch.c_str(),
+      [&](int n) { return n < static_cast<int>(source.size()) ? source[n] : source.back(); }, w, h);
+}
+
 TEST_F(Rg10ToBgra, BehindBgratorg10TheInputIsReadInPlace) {
   NEED_GPU();
-  constexpr int kW = 320, kH = 240, kFrames = 10;
-  const auto source = test_frames("smpte", kW, kH, kFrames);
-  ASSERT_EQ(source.size(), static_cast<size_t>(kFrames));
-  const ChainRun run = run_debayer_chain(
-      "videotestsrc pattern=smpte num-buffers=10 ! video/x-raw,format=BGRx,width=320,height=240 "
-      "! bgratorg10 ! rg10tobgra name=debayer ! video/x-raw,format=BGRA ! appsink name=out "
-      "sync=false",
-      [&](int n) { return source.at(n); }, kW, kH);
+  constexpr int kFrames = 10;
+  const ChainRun run = run_simulator_chain("smpte", 320, 240, kFrames, "input-mode=in-place");
   EXPECT_EQ(run.received, kFrames);
   EXPECT_EQ(run.debayered, static_cast<guint64>(kFrames));
   EXPECT_EQ(run.input_copies, 0u) << "bgratorg10 did not write into the pinned pool";
+  EXPECT_EQ(run.input_uploads, 0u);
+  EXPECT_EQ(run.input_path, "in-place");
+  EXPECT_EQ(run.in_place_us, 0.0) << "only input-mode=auto times the paths";
+}
+
+// input-mode=upload: each frame uploaded by a copy engine into alternating device buffers while
+// the previous frame's kernel runs (moving frames; odd width: rows not 16-byte aligned).
+TEST_F(Rg10ToBgra, BehindBgratorg10UploadedFramesMatchTheReference) {
+  NEED_GPU();
+  constexpr int kFrames = 12;
+  const ChainRun run = run_simulator_chain("ball", 322, 181, kFrames, "input-mode=upload");
+  EXPECT_EQ(run.received, kFrames);
+  EXPECT_EQ(run.input_copies, 0u) << "bgratorg10 did not write into the pinned pool";
+  EXPECT_EQ(run.input_uploads, static_cast<guint64>(kFrames));
+  EXPECT_EQ(run.input_path, "upload");
+}
+
+// input-mode=auto (the default) times both ways on the first frame and reads every frame the
+// faster way; the stats say which and why.
+TEST_F(Rg10ToBgra, AutoTimesBothInputPathsAndUsesTheFaster) {
+  NEED_GPU();
+  constexpr int kFrames = 8;
+  const ChainRun run = run_simulator_chain("smpte", 640, 480, kFrames, "");
+  EXPECT_EQ(run.received, kFrames);
+  EXPECT_GT(run.in_place_us, 0.0);
+  EXPECT_GT(run.upload_us, 0.0);
+  const bool upload = run.upload_us < run.in_place_us;
+  EXPECT_EQ(run.input_path, upload ? "upload" : "in-place");
+  EXPECT_EQ(run.input_uploads, upload ? static_cast<guint64>(kFrames) : 0u);
+  std::printf("640x480 pinned input: in place %.1f us, upload + kernel %.1f us -> %s\n",
+              run.in_place_us, run.upload_us, run.input_path.c_str());
 }
 
 // The replay camera allocates its loop with the pinned allocator rg10tobgra proposes, so the
@@ -303,7 +368,8 @@ TEST_F(Rg10ToBgra, ReplayCameraFramesAreReadInPlace) {
   constexpr int kW = 320, kH = 240, kLoop = 4, kFrames = 10;
   const ChainRun run = run_debayer_chain(
       "rg10replaysrc is-live=false frames=4 num-buffers=10 ! video/x-bayer,width=320,height=240 "
-      "! rg10tobgra name=debayer ! video/x-raw,format=BGRA ! appsink name=out sync=false",
+      "! rg10tobgra name=debayer input-mode=in-place ! video/x-raw,format=BGRA ! appsink "
+      "name=out sync=false",
       [&](int n) {
         std::vector<uint8_t> scene(static_cast<size_t>(kW) * 4 * kH);
         cb::replay_scene_bgra(static_cast<uint32_t>(n), kLoop, kW, kH, scene.data(),
@@ -313,6 +379,7 @@ TEST_F(Rg10ToBgra, ReplayCameraFramesAreReadInPlace) {
       kW, kH);
   EXPECT_EQ(run.received, kFrames);
   EXPECT_EQ(run.input_copies, 0u) << "the replayed frames were not pinned memory";
+  EXPECT_EQ(run.input_path, "in-place");
 }
 
 // The camera chain into cudasink-ipc's CUDA slots, in a producer process of its own
