@@ -57,7 +57,8 @@ void register_host_memory_once(GstMemory* mem, void* data, size_t size) {
 }
 
 GstMemory* private_copy_of(cipc_slots::PrivateCopies& copies, cipc::ReceivedFrame& frame,
-                           cipc_cuda::StreamHandle stream, std::string* error) {
+                           cipc_cuda::StreamHandle stream, std::string* error,
+                           cipc_slots::DeferredReleases* deferred) {
   cipc_slots::CudaSlotMemory* slot = cipc_slots::cuda_slot_of(frame.slot->memory.get());
   if (slot == nullptr) {
     *error = "the frame is not in CUDA memory";
@@ -66,7 +67,8 @@ GstMemory* private_copy_of(cipc_slots::PrivateCopies& copies, cipc::ReceivedFram
   auto claim = std::make_shared<
       std::pair<std::shared_ptr<const cipc::ImportedSlot>, std::shared_ptr<cipc::FrameClaim>>>(
       frame.slot, std::move(frame.claim));
-  auto copy = cipc_slots::copy_frame(copies, *slot, frame.info.size, stream, std::move(claim));
+  auto copy =
+      cipc_slots::copy_frame(copies, *slot, frame.info.size, stream, std::move(claim), deferred);
   if (!copy) {
     *error = copy.error().message;
     return nullptr;

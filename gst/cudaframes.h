@@ -41,9 +41,10 @@ void register_host_memory_once(GstMemory* mem, void* data, size_t size);
 
 // io-mode=copy: slot memory wrapping a private device copy of `frame`, ordered on `stream` after
 // the producer's write; the frame's claim goes (RELEASE) as soon as the copy has read the slot,
-// with no CPU wait. nullptr with `error`.
+// with no CPU wait (through `deferred` when given: cipc_slots::copy_frame). nullptr with `error`.
 GstMemory* private_copy_of(cipc_slots::PrivateCopies& copies, cipc::ReceivedFrame& frame,
-                           cipc_cuda::StreamHandle stream, std::string* error);
+                           cipc_cuda::StreamHandle stream, std::string* error,
+                           cipc_slots::DeferredReleases* deferred = nullptr);
 
 // System memory downstream: one device-to-host copy of `frame` (planes laid out as `layout`)
 // into `dst`, a buffer of `dst_info`, on `stream`; waits for it, then drops the frame's claim.

@@ -145,6 +145,8 @@ struct CudaSide {
   int device = -1;
   cipc_cuda::Stream stream;
   std::shared_ptr<cipc_slots::PrivateCopies> copies;
+  // io-mode=copy: claims the streaming thread releases itself once their copy is done.
+  std::unique_ptr<cipc_slots::DeferredReleases> deferred;
 #endif
 };
 
@@ -301,6 +303,7 @@ static cipc::Result<std::shared_ptr<cipc::MemoryBackend>> choose_backend(GstCuda
     const cipc_cuda::Status status = cipc_cuda::Stream::create(device, &p.cuda.stream);
     if (!status) return cipc::Error{cipc::ErrorCode::kSystem, status.message()};
     p.cuda.copies = cipc_slots::PrivateCopies::create(device);
+    p.cuda.deferred = std::make_unique<cipc_slots::DeferredReleases>();
     p.cuda.device = device;
   }
 #endif
@@ -633,7 +636,8 @@ static GstFlowReturn copy_on_device(GstCudaSrcIpc* self, cipc::ReceivedFrame& fr
                                     GstBuffer** out) {
   SrcPrivate& p = *self->priv;
   std::string error;
-  GstMemory* mem = cipc_gst::private_copy_of(*p.cuda.copies, frame, p.cuda.stream.handle(), &error);
+  GstMemory* mem = cipc_gst::private_copy_of(*p.cuda.copies, frame, p.cuda.stream.handle(), &error,
+                                             p.cuda.deferred.get());
   if (mem == nullptr) {
     GST_ELEMENT_ERROR(self, RESOURCE, READ, ("Could not copy a frame on the GPU."),
                       ("%s", error.c_str()));
@@ -814,7 +818,21 @@ static GstFlowReturn gst_cuda_src_ipc_create(GstPushSrc* push, GstBuffer** out) 
   const Settings& s = p.active;
   if (!p.client) return GST_FLOW_FLUSHING;
   for (;;) {
-    cipc::ClientEvent ev = p.client->next();
+    int timeout_ms = -1;
+#ifdef CIPC_HAVE_CUDA
+    // io-mode=copy: claims whose copy is done go back now (a downstream that worked on the copy
+    // has waited for it by the time it asks for the next frame); with some still pending, wait
+    // for the next message only briefly, then look again (slots/deferred_releases.h).
+    if (p.cuda.deferred && p.cuda.deferred->pending() > 0) {
+      if (p.client->consumer()) {
+        p.cuda.deferred->collect();
+        timeout_ms = p.cuda.deferred->wait_ms();
+      } else {
+        p.cuda.deferred->flush();  // reconnecting may take long: the release worker takes them
+      }
+    }
+#endif
+    cipc::ClientEvent ev = p.client->next(timeout_ms);
     p.counters.slots_imported = p.client->slots_imported();
     p.counters.slots_retired = p.client->slots_retired();
     p.counters.connects = p.client->connects();
@@ -854,7 +872,7 @@ static GstFlowReturn gst_cuda_src_ipc_create(GstPushSrc* push, GstBuffer** out) 
         GST_INFO_OBJECT(self, "producer sent EOS");
         return GST_FLOW_EOS;
       case cipc::ClientEvent::Kind::kInterrupted: return GST_FLOW_FLUSHING;
-      case cipc::ClientEvent::Kind::kTimeout: continue;  // next() without a limit: not seen
+      case cipc::ClientEvent::Kind::kTimeout: continue;  // a deferred release's look again
       case cipc::ClientEvent::Kind::kLost:
         GST_ELEMENT_WARNING(self, RESOURCE, READ,
                             ("Lost the producer at '%s' (%s); waiting for it to come back.",

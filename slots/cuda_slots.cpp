@@ -98,6 +98,15 @@ cipc_cuda::Status CudaSlotMemory::wait_released() {
   return release_.valid() ? release_.synchronize() : cipc_cuda::Status::ok();
 }
 
+cipc_cuda::Status CudaSlotMemory::query_reads_done(bool* done) {
+  // sync-mode=cpu: record_release() synchronised the stream, the reads are done.
+  if (!release_.valid()) {
+    *done = true;
+    return cipc_cuda::Status::ok();
+  }
+  return release_.query(done);
+}
+
 void CudaSlotMemory::drop_after_reads(std::shared_ptr<void> keepalive) {
   // Reads that are done, or finish within a few microseconds (a consumer that only waited for
   // readiness, or whose GPU work finished while downstream held the frame; a release recorded

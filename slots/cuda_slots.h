@@ -40,6 +40,11 @@ class CudaRegion {
   // Drops `keepalive` (which owns a frame's claim) once the reads recorded by record_release()
   // are done, without the calling thread waiting. Default: at once.
   virtual void drop_after_reads(std::shared_ptr<void> keepalive) { keepalive.reset(); }
+  // Whether the reads recorded by record_release() are done, without waiting. Default: yes.
+  virtual cipc_cuda::Status query_reads_done(bool* done) {
+    *done = true;
+    return cipc_cuda::Status::ok();
+  }
 };
 
 class CudaSlotMemory final : public cipc::SlotMemory, public CudaRegion {
@@ -71,6 +76,7 @@ class CudaSlotMemory final : public cipc::SlotMemory, public CudaRegion {
   cipc_cuda::Status record_release(cipc_cuda::StreamHandle stream) override;
   // On the release worker's thread: RELEASE goes out once the recorded reads are done.
   void drop_after_reads(std::shared_ptr<void> keepalive) override;
+  cipc_cuda::Status query_reads_done(bool* done) override;
   // Blocks until the reads recorded by record_release() are done (release worker only).
   cipc_cuda::Status wait_released();
 

@@ -45,9 +45,11 @@ size_t PrivateCopies::allocated() const {
   return allocated_;
 }
 
-cipc::Result<std::shared_ptr<PrivateCopies::Copy>> copy_frame(
-    PrivateCopies& copies, CudaSlotMemory& slot, size_t size, cipc_cuda::StreamHandle stream,
-    std::shared_ptr<void> claim_keepalive) {
+cipc::Result<std::shared_ptr<PrivateCopies::Copy>> copy_frame(PrivateCopies& copies,
+                                                              CudaSlotMemory& slot, size_t size,
+                                                              cipc_cuda::StreamHandle stream,
+                                                              std::shared_ptr<void> claim_keepalive,
+                                                              DeferredReleases* deferred) {
   auto copy = copies.acquire(size);
   if (!copy) return copy.error();
   PrivateCopies::Copy& dst = *copy.value();
@@ -61,7 +63,11 @@ cipc::Result<std::shared_ptr<PrivateCopies::Copy>> copy_frame(
   if (!s)
     return cipc::Error{cipc::ErrorCode::kSystem, "copying a frame on the GPU: " + s.message()};
   // RELEASE as soon as the copy has read the slot, without this thread waiting for it.
-  slot.drop_after_reads(std::move(claim_keepalive));
+  if (deferred) {
+    deferred->add(slot, std::move(claim_keepalive));
+  } else {
+    slot.drop_after_reads(std::move(claim_keepalive));
+  }
   return copy;
 }
 

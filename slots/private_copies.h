@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cuda_slots.h"
+#include "deferred_releases.h"
 
 namespace cipc_slots {
 
@@ -59,9 +60,13 @@ class PrivateCopies::Copy final : public CudaRegion {
 
 // io-mode=copy of one received frame: the copy is ordered on `stream` after the producer's
 // write, and the slot's claim (inside `claim_keepalive`) is dropped - RELEASE - as soon as the
-// copy has read the slot, without the calling thread waiting for it.
-cipc::Result<std::shared_ptr<PrivateCopies::Copy>> copy_frame(
-    PrivateCopies& copies, CudaSlotMemory& slot, size_t size, cipc_cuda::StreamHandle stream,
-    std::shared_ptr<void> claim_keepalive);
+// copy has read the slot, without the calling thread waiting for it: by `deferred` (the
+// receiving thread's, see deferred_releases.h) or, without one, by the slot itself
+// (drop_after_reads: a short poll, then the release worker).
+cipc::Result<std::shared_ptr<PrivateCopies::Copy>> copy_frame(PrivateCopies& copies,
+                                                              CudaSlotMemory& slot, size_t size,
+                                                              cipc_cuda::StreamHandle stream,
+                                                              std::shared_ptr<void> claim_keepalive,
+                                                              DeferredReleases* deferred = nullptr);
 
 }  // namespace cipc_slots

@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// io-mode=copy's releases, made by the consumer's own thread instead of the release worker.
+//
+// A frame copied into a private buffer may go back to the producer (RELEASE) once the copy has
+// read its slot. That copy runs in the consumer's CUDA context, which the GPU time-slices with
+// the producer's, so it is rarely done within the few microseconds a thread can afford to poll;
+// handing it to the release worker then costs that thread's wake-up and the CUDA driver's
+// (two to three per frame, 40-75 us of CPU each on the H200's VM). Instead the claim waits here
+// and the thread that receives frames releases it when it comes back for the next one - by then
+// a downstream that did any GPU work on the copy has waited for it - or after a short timed wait
+// (wait_ms()) when it is not yet done. A claim still pending after give_up_ns goes to the release
+// worker, so that none is ever parked (a producer short of slots, a consumer at max-in-flight).
+// One thread uses an instance; not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "cuda_slots.h"
+
+namespace cipc_slots {
+
+class DeferredReleases {
+ public:
+  static constexpr uint64_t kDefaultGiveUpNs = 50'000'000;  // 50 ms: three frames at 60 fps
+  explicit DeferredReleases(uint64_t give_up_ns = kDefaultGiveUpNs) : give_up_ns_(give_up_ns) {}
+  // Pending claims go to the release worker (drop_after_reads): none is lost.
+  ~DeferredReleases();
+  DeferredReleases(const DeferredReleases&) = delete;
+  DeferredReleases& operator=(const DeferredReleases&) = delete;
+
+  // Keeps `keepalive` (which owns the frame's claim and so `region`) until the reads recorded by
+  // region.record_release() are done.
+  void add(CudaRegion& region, std::shared_ptr<void> keepalive);
+  // Drops the claims whose reads are done, hands those pending for give_up_ns (or whose event
+  // cannot be queried) to the release worker; returns how many are still pending here.
+  size_t collect();
+  // Hands every pending claim to the release worker (the connection is gone, or a thread
+  // other than the receiving one is about to wait).
+  void flush();
+  // How long the caller may wait for something else before calling collect() again, in
+  // milliseconds; -1 when nothing is pending (wait as long as you like).
+  int wait_ms() const { return entries_.empty() ? -1 : 1; }
+  size_t pending() const { return entries_.size(); }
+  uint64_t released_here() const { return released_here_; }
+  uint64_t handed_to_worker() const { return handed_to_worker_; }
+
+ private:
+  struct Entry {
+    CudaRegion* region;  // lives while keepalive does
+    std::shared_ptr<void> keepalive;
+    uint64_t since_ns;
+  };
+  uint64_t give_up_ns_;
+  std::vector<Entry> entries_;
+  uint64_t released_here_ = 0;
+  uint64_t handed_to_worker_ = 0;
+};
+
+}  // namespace cipc_slots

@@ -1,0 +1,129 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// DeferredReleases (io-mode=copy's releases by the receiving thread), driven through a region
+// whose reads are done when the test says so: no GPU needed. A claim is a shared_ptr whose
+// deleter counts the RELEASE; the release worker stands in as the region's drop_after_reads.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <thread>
+
+#include "deferred_releases.h"
+
+namespace cs = cipc_slots;
+
+namespace {
+
+class FakeRegion : public cs::CudaRegion {
+ public:
+  int device() const override { return 0; }
+  cipc_cuda::DevicePtr ptr() const override { return 0; }
+  size_t bytes() const override { return 0; }
+  cipc_cuda::Status begin_write(cipc_cuda::StreamHandle) override { return {}; }
+  cipc_cuda::Status end_write(cipc_cuda::StreamHandle) override { return {}; }
+  cipc_cuda::Status wait_ready(cipc_cuda::StreamHandle) override { return {}; }
+  cipc_cuda::Status record_release(cipc_cuda::StreamHandle) override { return {}; }
+  void drop_after_reads(std::shared_ptr<void> keepalive) override {
+    ++handed_over;
+    keepalive.reset();  // the worker would, once the reads are done
+  }
+  cipc_cuda::Status query_reads_done(bool* d) override {
+    ++queries;
+    if (fail_query) return cipc_cuda::Status::failure("cudaEventQuery: an illegal address");
+    *d = done;
+    return {};
+  }
+  bool done = false;
+  bool fail_query = false;
+  int queries = 0;
+  int handed_over = 0;
+};
+
+// A claim: its release is the deleter running.
+std::shared_ptr<void> claim(int* released) {
+  return std::shared_ptr<void>(new int(0), [released](void* p) {
+    ++*released;
+    delete static_cast<int*>(p);
+  });
+}
+
+TEST(DeferredReleases, AClaimGoesOnceItsReadsAreDoneAndNotBefore) {
+  cs::DeferredReleases deferred;
+  FakeRegion region;
+  int released = 0;
+  EXPECT_EQ(deferred.wait_ms(), -1) << "nothing pending: wait as long as you like";
+  deferred.add(region, claim(&released));
+  EXPECT_EQ(deferred.pending(), 1u);
+  EXPECT_EQ(deferred.wait_ms(), 1) << "pending: look again soon";
+  EXPECT_EQ(deferred.collect(), 1u);
+  EXPECT_EQ(released, 0) << "released while the copy still reads the slot";
+  region.done = true;
+  EXPECT_EQ(deferred.collect(), 0u);
+  EXPECT_EQ(released, 1);
+  EXPECT_EQ(region.handed_over, 0) << "the worker was not needed";
+  EXPECT_EQ(deferred.released_here(), 1u);
+  EXPECT_EQ(deferred.wait_ms(), -1);
+}
+
+TEST(DeferredReleases, OnlyTheFinishedOnesGoAndTheOthersKeepTheirOrder) {
+  cs::DeferredReleases deferred;
+  FakeRegion first, second, third;
+  int r1 = 0, r2 = 0, r3 = 0;
+  deferred.add(first, claim(&r1));
+  deferred.add(second, claim(&r2));
+  deferred.add(third, claim(&r3));
+  second.done = true;
+  EXPECT_EQ(deferred.collect(), 2u);
+  EXPECT_EQ(r1 + r2 + r3, 1);
+  EXPECT_EQ(r2, 1);
+  third.done = true;
+  EXPECT_EQ(deferred.collect(), 1u);
+  EXPECT_EQ(r3, 1);
+  first.done = true;
+  EXPECT_EQ(deferred.collect(), 0u);
+  EXPECT_EQ(r1, 1);
+  EXPECT_EQ(first.queries, 3) << "each pending claim is looked at once per collect()";
+}
+
+TEST(DeferredReleases, AClaimPendingTooLongGoesToTheWorkerInsteadOfBeingParked) {
+  cs::DeferredReleases deferred(/*give_up_ns=*/2'000'000);
+  FakeRegion region;
+  int released = 0;
+  deferred.add(region, claim(&released));
+  EXPECT_EQ(deferred.collect(), 1u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(deferred.collect(), 0u);
+  EXPECT_EQ(region.handed_over, 1);
+  EXPECT_EQ(released, 1);
+  EXPECT_EQ(deferred.handed_to_worker(), 1u);
+  EXPECT_EQ(deferred.released_here(), 0u);
+}
+
+TEST(DeferredReleases, AnEventThatCannotBeQueriedGoesToTheWorkerWhichReportsIt) {
+  cs::DeferredReleases deferred;
+  FakeRegion region;
+  region.fail_query = true;
+  int released = 0;
+  deferred.add(region, claim(&released));
+  EXPECT_EQ(deferred.collect(), 0u);
+  EXPECT_EQ(region.handed_over, 1);
+  EXPECT_EQ(released, 1) << "a failed query must not leak the frame";
+}
+
+TEST(DeferredReleases, FlushAndDestructionHandEveryPendingClaimToTheWorker) {
+  FakeRegion region;
+  int released = 0;
+  {
+    cs::DeferredReleases deferred;
+    deferred.add(region, claim(&released));
+    deferred.add(region, claim(&released));
+    deferred.flush();
+    EXPECT_EQ(deferred.pending(), 0u);
+    EXPECT_EQ(region.handed_over, 2);
+    deferred.add(region, claim(&released));
+  }
+  EXPECT_EQ(region.handed_over, 3) << "destroyed with a claim pending";
+  EXPECT_EQ(released, 3);
+}
+
+}  // namespace
