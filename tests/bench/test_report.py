@@ -13,6 +13,9 @@
    both processes' CPU, in the table and the headline.
 6. System calls per frame: run-all's strace parsing and its difference of two run lengths, and
    the report's table of them (or the reason there is none).
+7. rg10tobgra's input paths (in place or uploaded, and what input-mode=auto picks): a table and a
+   headline where the run measured them, nothing where it did not.
+8. A run made in two parts (run-all --merge) keeps each part's measurements and names both.
 """
 import copy
 import importlib.machinery
@@ -69,11 +72,45 @@ STRACE_LONG = STRACE_SHORT.replace("       200           poll", "       650     
     "       152         2 sendmsg", "       602         2 sendmsg")
 
 
-def check_syscalls(res):
+def load_run_all():
     loader = importlib.machinery.SourceFileLoader("run_all", os.path.join(ROOT, "tests", "bench", "run-all"))
     spec = importlib.util.spec_from_loader("run_all", loader)
     run_all = importlib.util.module_from_spec(spec)
     loader.exec_module(run_all)
+    return run_all
+
+
+def check_merge(res):
+    """A run in two parts: the second keeps what only the first measured, replaces what it measured
+    itself, and the page names both commands."""
+    run_all = load_run_all()
+    second = {"machine": dict(res["machine"], command="run-all --only sync,chain,debayer --merge A/results.json",
+                              date="2026-12-02"),
+              "quick": False, "transport": [], "sync_modes": [dict(r, part=2) for r in res["sync_modes"]], "chain": {},
+              "debayer": []}
+    check(run_all.merge_earlier(second, res, "sync,chain,debayer") is None, "parts of one machine merge")
+    check(second["transport"] == res["transport"] and second["scaling_pool"] == res["scaling_pool"],
+          "the earlier part's transport and scaling are kept")
+    check(all(r.get("part") == 2 for r in second["sync_modes"]) and second["chain"] == {} and
+          second["debayer"] == [],
+          "what the later part measures is its own, not the earlier part's")
+    check([p["command"] for p in second["parts"]] ==
+          [res["machine"].get("command", "?"), "run-all --only sync,chain,debayer --merge A/results.json"],
+          f"both parts are listed: {second['parts']}")
+    second["parts"][0]["seconds"], second["parts"][1]["seconds"] = 300, 280
+    second["seconds"] = 580
+    text = page_of(second, "a run merged from two parts")
+    check("The run was made in 2 parts back to back" in text and "`run-all --only sync,chain,debayer --merge "
+          "A/results.json` (2026-12-02, 280 s)" in text, "the page names both parts and their times")
+    other = {"machine": dict(res["machine"], gpu="another GPU"), "quick": False}
+    check("another GPU" in (run_all.merge_earlier(other, res, "sync") or ""),
+          "parts from two machines are refused")
+    quick = {"machine": dict(res["machine"]), "quick": True}
+    check("--quick" in (run_all.merge_earlier(quick, res, "sync") or ""), "a --quick part is not merged with a full one")
+
+
+def check_syscalls(res):
+    run_all = load_run_all()
     short, long = run_all.strace_calls(STRACE_SHORT), run_all.strace_calls(STRACE_LONG)
     check(short == {"ppoll": 4, "poll": 200, "recvmsg": 160, "sendmsg": 152, "openat": 86},
           f"strace -c summary parsed by name, total line left out: {short}")
@@ -188,7 +225,25 @@ def main():
     text = page_of(failed, "camera-chain runs that showed no frame")
     check("Camera chain at" not in text, "no chain headline without a measured latency")
 
+    # rg10tobgra's input paths (bench debayer-input): a table after the kernel's, and a headline.
+    inputs = copy.deepcopy(res)
+    inputs["debayer"] = [r for r in inputs["debayer"] if r.get("bench") != "debayer-input"] + [
+        {"bench": "debayer-input", "size": size, "bytes": 1, "in_place_us": ip, "in_place_gb_s": ipg,
+         "uploaded_us": up, "uploaded_gb_s": upg, "upload_only_us": only, "auto_in_place_us": aip,
+         "auto_upload_us": aup, "auto_choice": choice}
+        for size, ip, ipg, up, upg, only, aip, aup, choice in [
+            ("1080p", 174.0, 23.8, 80.5, 51.5, 77.6, 180.2, 95.1, "upload"),
+            ("4K", 664.0, 25.0, 305.0, 54.4, 301.8, 671.0, 333.3, "upload")]]
+    text = page_of(inputs, "debayer input paths")
+    check("| 4K | 664.0 | 25.0 | 305.0 | 54.4 | 301.8 µs | 671.0 µs / 333.3 µs | upload |" in text,
+          "the input-path table has a row per size with auto's times and choice")
+    check("uploaded by a copy engine while the previous frame is debayered **305.0 µs/frame** (**54.4 GB/s**)"
+          in text and "picks upload here" in text, "the headline states the 4K input paths")
+    check("two ways to a frame" not in page_of(partial, "a run without the input bench"),
+          "no input-path table where the run has none")
+
     check_syscalls(res)
+    check_merge(res)
     print(f"{len(failures)} failure(s)")
     return 1 if failures else 0
 
