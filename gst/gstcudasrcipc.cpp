@@ -848,6 +848,9 @@ static GstFlowReturn gst_cuda_src_ipc_create(GstPushSrc* push, GstBuffer** out) 
         p.timestamps.reset();
         GST_INFO_OBJECT(self, "attached to %s (%s memory, %u frames in flight)",
                         s.socket_path.c_str(), cipc::to_string(w.memory_kind), w.max_in_flight);
+#ifdef CIPC_HAVE_CUDA
+        if (p.cuda.deferred) p.cuda.deferred->set_max_in_flight(w.max_in_flight);
+#endif
         continue;
       }
       case cipc::ClientEvent::Kind::kCaps: {

@@ -14,12 +14,18 @@ DeferredReleases::~DeferredReleases() {
 void DeferredReleases::flush() {
   for (Entry& e : entries_) {
     e.region->drop_after_reads(std::move(e.keepalive));
-    ++handed_to_worker_;
+    ++handed_on_;
   }
   entries_.clear();
 }
 
 void DeferredReleases::add(CudaRegion& region, std::shared_ptr<void> keepalive) {
+  if (collect() >= max_pending_) {
+    Entry& oldest = entries_.front();
+    oldest.region->drop_after_reads(std::move(oldest.keepalive));
+    ++handed_on_;
+    entries_.erase(entries_.begin());
+  }
   entries_.push_back(Entry{&region, std::move(keepalive), cipc::monotonic_ns()});
 }
 
@@ -36,7 +42,7 @@ size_t DeferredReleases::collect() {
     } else if (!queried || now - e.since_ns >= give_up_ns_) {
       // The worker waits (and reports a failed wait); the claim is never parked here.
       e.region->drop_after_reads(std::move(e.keepalive));
-      ++handed_to_worker_;
+      ++handed_on_;
     } else {
       entries_[kept++] = std::move(e);
     }

@@ -10,6 +10,9 @@
 // a downstream that did any GPU work on the copy has waited for it - or after a short timed wait
 // (wait_ms()) when it is not yet done. A claim still pending after give_up_ns goes to the release
 // worker, so that none is ever parked (a producer short of slots, a consumer at max-in-flight).
+// Unpaced, frames come faster than copies finish: at most max_pending claims wait here (half the
+// frames this consumer may hold), so that they never hold the producer back; beyond that the
+// oldest takes the usual way (drop_after_reads), by then mostly done and released at once.
 // One thread uses an instance; not thread-safe.
 #pragma once
 
@@ -31,8 +34,13 @@ class DeferredReleases {
   DeferredReleases& operator=(const DeferredReleases&) = delete;
 
   // Keeps `keepalive` (which owns the frame's claim and so `region`) until the reads recorded by
-  // region.record_release() are done.
+  // region.record_release() are done. Collects first; at max_pending, the oldest goes on.
   void add(CudaRegion& region, std::shared_ptr<void> keepalive);
+  // For a consumer allowed `max_in_flight` frames: max(1, max_in_flight / 2).
+  void set_max_in_flight(uint32_t max_in_flight) {
+    max_pending_ = max_in_flight / 2 > 1 ? max_in_flight / 2 : 1;
+  }
+  size_t max_pending() const { return max_pending_; }
   // Drops the claims whose reads are done, hands those pending for give_up_ns (or whose event
   // cannot be queried) to the release worker; returns how many are still pending here.
   size_t collect();
@@ -44,7 +52,8 @@ class DeferredReleases {
   int wait_ms() const { return entries_.empty() ? -1 : 1; }
   size_t pending() const { return entries_.size(); }
   uint64_t released_here() const { return released_here_; }
-  uint64_t handed_to_worker() const { return handed_to_worker_; }
+  // Given to the slot's drop_after_reads (a short poll, then the release worker).
+  uint64_t handed_on() const { return handed_on_; }
 
  private:
   struct Entry {
@@ -53,9 +62,10 @@ class DeferredReleases {
     uint64_t since_ns;
   };
   uint64_t give_up_ns_;
+  size_t max_pending_ = 2;  // set_max_in_flight() of the default 4
   std::vector<Entry> entries_;
   uint64_t released_here_ = 0;
-  uint64_t handed_to_worker_ = 0;
+  uint64_t handed_on_ = 0;
 };
 
 }  // namespace cipc_slots
