@@ -84,6 +84,7 @@ def check_merge(res):
     """A run in two parts: the second keeps what only the first measured, replaces what it measured
     itself, and the page names both commands."""
     run_all = load_run_all()
+    res = {k: v for k, v in res.items() if k != "parts"}  # as a run of one part
     second = {"machine": dict(res["machine"], command="run-all --only sync,chain,debayer --merge A/results.json",
                               date="2026-12-02"),
               "quick": False, "transport": [], "sync_modes": [dict(r, part=2) for r in res["sync_modes"]], "chain": {},
@@ -201,6 +202,7 @@ def main():
 
     # Replay-camera chain runs: rows and the saving (here 20+30 against 50+60 of a core: -54.5%).
     replay = copy.deepcopy(res)
+    replay["chain"] = {k: v for k, v in replay["chain"].items() if not k.startswith("replay-")}
     base = replay["chain"].get("zero-copy") or {"frames": 600, "shown": 600}
     for name, camera_pct, display_pct, p50 in [("replay-1080p-zero-copy", 20.0, 30.0, 4000.0),
                                                ("replay-1080p-copy", 50.0, 60.0, 6500.0)]:
