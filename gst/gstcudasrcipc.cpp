@@ -812,6 +812,17 @@ static void count_frame(GstCudaSrcIpc* self, const cipc::Frame& info) {
   if (now - w.start_ns >= uint64_t(p.active.stats_interval) * 1000000) post_stats(self, w, now);
 }
 
+// Leaving create() without a frame (EOS, flushing, an error): io-mode=copy's pending releases
+// go to the release worker rather than wait for a next call that may not come soon.
+static GstFlowReturn without_frame(SrcPrivate& p, GstFlowReturn ret) {
+#ifdef CIPC_HAVE_CUDA
+  if (p.cuda.deferred) p.cuda.deferred->flush();
+#else
+  (void)p;
+#endif
+  return ret;
+}
+
 static GstFlowReturn gst_cuda_src_ipc_create(GstPushSrc* push, GstBuffer** out) {
   auto* self = GST_CUDA_SRC_IPC(push);
   SrcPrivate& p = *self->priv;
@@ -855,7 +866,7 @@ static GstFlowReturn gst_cuda_src_ipc_create(GstPushSrc* push, GstBuffer** out) 
       }
       case cipc::ClientEvent::Kind::kCaps: {
         const GstFlowReturn ret = apply_caps(self, ev.caps);
-        if (ret != GST_FLOW_OK) return ret;
+        if (ret != GST_FLOW_OK) return without_frame(p, ret);
         continue;
       }
       case cipc::ClientEvent::Kind::kFrame: {
@@ -867,14 +878,14 @@ static GstFlowReturn gst_cuda_src_ipc_create(GstPushSrc* push, GstBuffer** out) 
           continue;
         }
         const GstFlowReturn ret = make_buffer(self, ev.frame, pts, dts, out);
-        if (ret != GST_FLOW_OK) return ret;
+        if (ret != GST_FLOW_OK) return without_frame(p, ret);
         count_frame(self, ev.frame.info);
         return GST_FLOW_OK;
       }
       case cipc::ClientEvent::Kind::kEos:
         GST_INFO_OBJECT(self, "producer sent EOS");
-        return GST_FLOW_EOS;
-      case cipc::ClientEvent::Kind::kInterrupted: return GST_FLOW_FLUSHING;
+        return without_frame(p, GST_FLOW_EOS);
+      case cipc::ClientEvent::Kind::kInterrupted: return without_frame(p, GST_FLOW_FLUSHING);
       case cipc::ClientEvent::Kind::kTimeout: continue;  // a deferred release's look again
       case cipc::ClientEvent::Kind::kLost:
         GST_ELEMENT_WARNING(self, RESOURCE, READ,
@@ -889,8 +900,8 @@ static GstFlowReturn gst_cuda_src_ipc_create(GstPushSrc* push, GstBuffer** out) 
                              "reconnect=true to wait for it instead.",
                              s.socket_path.c_str(), ev.error.message.c_str()),
                             (nullptr));
-        return GST_FLOW_EOS;
-      case cipc::ClientEvent::Kind::kFailed: return stream_failed(self, ev);
+        return without_frame(p, GST_FLOW_EOS);
+      case cipc::ClientEvent::Kind::kFailed: return without_frame(p, stream_failed(self, ev));
     }
   }
 }

@@ -372,6 +372,7 @@ static gboolean cuda_failure(GstRg10ToBgra* self, const char* what, const cipc_c
 // The one cleanup path, for stop() and for a start() that failed half-way.
 static void teardown(State& st) {
   if (st.stream.handle()) (void)st.stream.synchronize();  // nothing may still use what goes
+  if (st.uploader.valid()) (void)cipc_cuda::synchronize_stream(st.uploader.copy_stream());
   drop_input_pool(st);
   st.input_staging = cipc_cuda::DeviceBuffer();
   st.output_staging = cipc_cuda::DeviceBuffer();
