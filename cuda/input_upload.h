@@ -4,7 +4,7 @@
 // engine has uploaded it into device memory on a stream of its own, overlapping the previous
 // frame's kernel. Either way the frame's bytes cross the bus once (in place, the tile halos a
 // little more); which is faster belongs to the machine. On an H200 (PCIe 5) an upload moves
-// 53-55 GB/s where the kernel's reads over the bus reach about 25 GB/s; on Jetson the pinned
+// 53-55 GB/s where the kernel's reads over the bus reach about 22 GB/s; on Jetson the pinned
 // memory is the GPU's own DRAM and an upload only adds a copy. measure_input_paths() times both
 // on the frame size in use, so the choice is made by the machine it runs on.
 #pragma once

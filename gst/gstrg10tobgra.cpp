@@ -19,7 +19,7 @@
  *
  * Reading the pinned pool in place over the bus is not always the fastest way for the frame to
  * reach the GPU: on a discrete GPU a copy engine's upload is about twice as fast as the
- * kernel's reads of host memory (53 against 25 GB/s on an H200), while on Jetson the pinned
+ * kernel's reads of host memory (53 against 22 GB/s on an H200), while on Jetson the pinned
  * memory is the GPU's own. With input-mode=auto (the default) the element times both on the
  * negotiated frame size when the first pinned frame arrives and keeps the faster; an upload runs
  * on a stream of its own, overlapping the previous frame's kernel, and is counted in the stats
