@@ -11,19 +11,19 @@ DeferredReleases::~DeferredReleases() {
   flush();
 }
 
+void DeferredReleases::hand_on(Entry& e) {
+  e.region->drop_after_reads(std::move(e.keepalive));
+  ++handed_on_;
+}
+
 void DeferredReleases::flush() {
-  for (Entry& e : entries_) {
-    e.region->drop_after_reads(std::move(e.keepalive));
-    ++handed_on_;
-  }
+  for (Entry& e : entries_) hand_on(e);
   entries_.clear();
 }
 
 void DeferredReleases::add(CudaRegion& region, std::shared_ptr<void> keepalive) {
   if (collect() >= max_pending_) {
-    Entry& oldest = entries_.front();
-    oldest.region->drop_after_reads(std::move(oldest.keepalive));
-    ++handed_on_;
+    hand_on(entries_.front());
     entries_.erase(entries_.begin());
   }
   entries_.push_back(Entry{&region, std::move(keepalive), cipc::monotonic_ns()});
@@ -40,9 +40,7 @@ size_t DeferredReleases::collect() {
       e.keepalive.reset();  // RELEASE goes out here
       ++released_here_;
     } else if (!queried || now - e.since_ns >= give_up_ns_) {
-      // The worker waits (and reports a failed wait); the claim is never parked here.
-      e.region->drop_after_reads(std::move(e.keepalive));
-      ++handed_on_;
+      hand_on(e);  // the worker waits (and reports a failed wait): never parked here
     } else {
       entries_[kept++] = std::move(e);
     }

@@ -61,6 +61,8 @@ class DeferredReleases {
     std::shared_ptr<void> keepalive;
     uint64_t since_ns;
   };
+  // The slot's usual way: a short poll, then the release worker.
+  void hand_on(Entry& e);
   uint64_t give_up_ns_;
   size_t max_pending_ = 2;  // set_max_in_flight() of the default 4
   std::vector<Entry> entries_;
