@@ -348,7 +348,8 @@ static void gst_bgra_to_rg10_class_init(GstBgraToRg10Class* klass) {
                           MIN_WB, MAX_WB, DEFAULT_WB, rw_playing));
 
   gst_element_class_set_static_metadata(
-      element_class, "BGRA to RAW10 Bayer (camera simulator)", "Filter/Converter/Video",
+      element_class, "8-bit RGB or BGR video to RAW10 Bayer (camera simulator)",
+      "Filter/Converter/Video",
       "Mosaics 8-bit colour video into 10-bit Bayer samples on the CPU, to stand in for a RAW10 "
       "camera",
       "gst-cudaipc developers");

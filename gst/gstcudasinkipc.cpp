@@ -128,6 +128,11 @@ class SinkObserver final : public cipc::ProducerObserver {
       GST_INFO_OBJECT(element_, "consumer %" G_GUINT64_FORMAT " detached: %s", id, reason.c_str());
     }
   }
+  void on_consumer_refused(uint64_t id, const std::string& reason) override {
+    (void)id;
+    GST_ELEMENT_WARNING(element_, RESOURCE, READ, ("Refused a consumer: %s.", reason.c_str()),
+                        (nullptr));
+  }
   void on_warning(const std::string& text) override {
     GST_ELEMENT_WARNING(element_, RESOURCE, OPEN_READ_WRITE, ("%s.", text.c_str()), (nullptr));
   }
@@ -435,6 +440,31 @@ static gboolean gst_cuda_sink_ipc_stop(GstBaseSink* sink) {
   return TRUE;
 }
 
+// We take every format, and an upstream that is free to choose takes the first one offered:
+// GStreamer lists the deepest first (ABGR64_LE), which no display sink accepts and cudasrc-ipc
+// cannot convert. Formats every display sink takes (ximagesink, glimagesink) come first.
+static GstCaps* prefer_display_formats(GstCaps* caps) {
+  GstCaps* preferred = gst_caps_new_empty();
+  for (guint i = 0; i < gst_caps_get_size(caps); ++i) {
+    GstStructure* s = gst_structure_copy(gst_caps_get_structure(caps, i));
+    GValue formats = G_VALUE_INIT;
+    gst_value_list_init(&formats, 4);
+    for (const char* format : {"BGRx", "BGRA", "RGBx", "RGBA"}) {
+      GValue v = G_VALUE_INIT;
+      g_value_init(&v, G_TYPE_STRING);
+      g_value_set_static_string(&v, format);
+      gst_value_list_append_and_take_value(&formats, &v);
+    }
+    gst_structure_take_value(s, "format", &formats);
+    gst_caps_append_structure_full(preferred, s,
+                                   gst_caps_features_copy(gst_caps_get_features(caps, i)));
+    gst_caps_append_structure_full(preferred, gst_structure_copy(gst_caps_get_structure(caps, i)),
+                                   gst_caps_features_copy(gst_caps_get_features(caps, i)));
+  }
+  gst_caps_unref(caps);
+  return preferred;
+}
+
 // memory=host accepts system memory only; memory=cuda both (system memory is uploaded).
 static GstCaps* gst_cuda_sink_ipc_get_caps(GstBaseSink* sink, GstCaps* filter) {
   auto* self = GST_CUDA_SINK_IPC(sink);
@@ -448,8 +478,10 @@ static GstCaps* gst_cuda_sink_ipc_get_caps(GstBaseSink* sink, GstCaps* filter) {
     gst_caps_unref(caps);
     caps = system;
   }
+  caps = prefer_display_formats(caps);
   if (filter) {
-    GstCaps* tmp = gst_caps_intersect_full(filter, caps, GST_CAPS_INTERSECT_FIRST);
+    // Our order first: upstream's own (deepest format first) would undo the preference.
+    GstCaps* tmp = gst_caps_intersect_full(caps, filter, GST_CAPS_INTERSECT_FIRST);
     gst_caps_unref(caps);
     caps = tmp;
   }
@@ -513,15 +545,40 @@ static GstBuffer* copy_into_slot(GstCudaSinkIpc* self, GstBuffer* buffer) {
   return slot;
 }
 
+// Elements that hand on the buffers they get without making any: the one that made a frame sits
+// above them, and is the one a copy warning must name.
+static bool forwards_buffers(GstElement* element) {
+  GstElementFactory* factory = gst_element_get_factory(element);
+  const gchar* name = factory ? gst_plugin_feature_get_name(GST_PLUGIN_FEATURE(factory)) : "";
+  for (const char* forwarder : {"queue", "queue2", "capsfilter", "identity", "valve"})
+    if (g_strcmp0(name, forwarder) == 0) return true;
+  return false;
+}
+
+// The element upstream that made the frames: "'tee0'" or "'tee0' (through 'queue0')".
 static gchar* upstream_name(GstBaseSink* sink) {
-  GstPad* peer = gst_pad_get_peer(GST_BASE_SINK_PAD(sink));
-  GstElement* parent = peer ? gst_pad_get_parent_element(peer) : nullptr;
-  gchar* name = parent ? gst_element_get_name(parent)
-                : peer ? gst_pad_get_name(peer)
-                       : g_strdup("(unlinked)");
-  if (parent) gst_object_unref(parent);
-  if (peer) gst_object_unref(peer);
-  return name;
+  GstPad* pad = GST_PAD(gst_object_ref(GST_BASE_SINK_PAD(sink)));
+  std::string made_by, through;
+  for (int depth = 0; depth < 16 && made_by.empty(); ++depth) {
+    GstPad* peer = gst_pad_get_peer(pad);
+    gst_object_unref(pad);
+    pad = nullptr;
+    GstElement* parent = peer ? gst_pad_get_parent_element(peer) : nullptr;
+    if (parent == nullptr) {
+      made_by = peer ? GST_PAD_NAME(peer) : "(unlinked)";
+    } else if (forwards_buffers(parent) && (pad = gst_element_get_static_pad(parent, "sink"))) {
+      through += std::string(through.empty() ? "" : "', '") + GST_ELEMENT_NAME(parent);
+    } else {
+      made_by = GST_ELEMENT_NAME(parent);
+    }
+    if (parent) gst_object_unref(parent);
+    if (peer) gst_object_unref(peer);
+    if (pad == nullptr && made_by.empty()) made_by = "(unlinked)";
+  }
+  if (pad) gst_object_unref(pad);
+  std::string text = "'" + made_by + "'";
+  if (!through.empty()) text += " (through '" + through + "')";
+  return g_strdup(text.c_str());
 }
 
 static GstFlowReturn wait_for_consumer(GstCudaSinkIpc* self) {
@@ -593,7 +650,7 @@ static GstBuffer* frame_in_slot(GstCudaSinkIpc* self, GstBuffer* buffer,
     if (cipc_gst::buffer_is_gst_cuda_memory(buffer)) {
       GST_ELEMENT_ERROR(
           self, STREAM, FAILED,
-          ("Upstream element '%s' delivers GStreamer CUDA memory (memory:CUDAMemory) from a pool "
+          ("Upstream element %s delivers GStreamer CUDA memory (memory:CUDAMemory) from a pool "
            "of "
            "its own, which other processes cannot import; copy-policy=require-zero-copy forbids "
            "the one device-to-device copy per frame that sharing it takes.",
@@ -605,7 +662,7 @@ static GstBuffer* frame_in_slot(GstCudaSinkIpc* self, GstBuffer* buffer,
     }
 #endif
     GST_ELEMENT_ERROR(self, STREAM, FAILED,
-                      ("Upstream element '%s' did not write into cudasink-ipc's shareable buffer "
+                      ("Upstream element %s did not write into cudasink-ipc's shareable buffer "
                        "pool, and copy-policy=require-zero-copy forbids copying.",
                        name),
                       ("Use an upstream element that honours the allocation query, or set "
@@ -619,7 +676,7 @@ static GstBuffer* frame_in_slot(GstCudaSinkIpc* self, GstBuffer* buffer,
 #ifdef CIPC_HAVE_GST_CUDA
     if (cipc_gst::buffer_is_gst_cuda_memory(buffer)) {
       GST_ELEMENT_INFO(self, STREAM, FORMAT,
-                       ("Upstream element '%s' delivers GStreamer CUDA memory: every frame is "
+                       ("Upstream element %s delivers GStreamer CUDA memory: every frame is "
                         "copied once on the GPU into a shareable slot (device-copies in the "
                         "'stats' property).",
                         name),
@@ -629,7 +686,7 @@ static GstBuffer* frame_in_slot(GstCudaSinkIpc* self, GstBuffer* buffer,
     }
 #endif
     GST_ELEMENT_WARNING(self, STREAM, FORMAT,
-                        ("Upstream element '%s' does not write into the shareable pool; every "
+                        ("Upstream element %s does not write into the shareable pool; every "
                          "frame is copied once (see the 'stats' property).",
                          name),
                         (nullptr));
@@ -815,8 +872,9 @@ static void gst_cuda_sink_ipc_class_init(GstCudaSinkIpcClass* klass) {
   g_object_class_install_property(
       object_class, PROP_SOCKET_MODE,
       g_param_spec_uint("socket-mode", "Socket mode",
-                        "Permission bits of the socket file (octal 0600 = owner only)", 0, 0777,
-                        DEFAULT_SOCKET_MODE, rw_ready));
+                        "Permission bits of the socket file, in octal: the default 0600 (shown "
+                        "in decimal as 384) lets only the owner connect; 0660 adds the group",
+                        0, 0777, DEFAULT_SOCKET_MODE, rw_ready));
   g_object_class_install_property(
       object_class, PROP_ALLOW_OTHER_USERS,
       g_param_spec_boolean("allow-other-users", "Allow other users",
@@ -831,8 +889,9 @@ static void gst_cuda_sink_ipc_class_init(GstCudaSinkIpcClass* klass) {
   g_object_class_install_property(
       object_class, PROP_MAX_IN_FLIGHT,
       g_param_spec_uint("max-in-flight", "Max in flight",
-                        "Frames one consumer may hold at once; further frames skip that "
-                        "consumer (counted as dropped) until it releases one",
+                        "Frames one consumer may hold at once. Beyond that, what backpressure "
+                        "says happens: upstream waits until it releases one (block), or the "
+                        "frame skips that consumer, counted in frames-dropped (drop)",
                         1, cipc::kMaxInFlight, DEFAULT_MAX_IN_FLIGHT, rw_ready));
   g_object_class_install_property(
       object_class, PROP_RELEASE_TIMEOUT,

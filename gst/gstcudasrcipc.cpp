@@ -225,15 +225,24 @@ static Settings snapshot_settings(GstCudaSrcIpc* self) {
   return s;
 }
 
+// Every counter, in both the stats property and the stats-interval message: one list, so that
+// neither can lack a field the other has (issue 24, defect 10).
+static void set_counters(const Counters& c, GstStructure* s) {
+  gst_structure_set(s, "frames-received", G_TYPE_UINT64, c.frames.load(), "frames-skipped",
+                    G_TYPE_UINT64, c.frames_skipped.load(), "frames-stale", G_TYPE_UINT64,
+                    c.frames_stale.load(), "timestamp-shift-ns", G_TYPE_UINT64,
+                    c.timestamp_shift_ns.load(), "slots-imported", G_TYPE_UINT64,
+                    c.slots_imported.load(), "slots-retired", G_TYPE_UINT64, c.slots_retired.load(),
+                    "connects", G_TYPE_UINT64, c.connects.load(), "caps-changes", G_TYPE_UINT64,
+                    c.caps_changes.load(), "latency-last-ns", G_TYPE_UINT64,
+                    c.latency_last_ns.load(), "downloads", G_TYPE_UINT64, c.downloads.load(),
+                    "device-copies", G_TYPE_UINT64, c.device_copies.load(), nullptr);
+}
+
 static GstStructure* make_stats(GstCudaSrcIpc* self) {
-  const Counters& c = self->priv->counters;
-  return gst_structure_new(
-      "cudasrc-ipc-stats", "frames-received", G_TYPE_UINT64, c.frames.load(), "frames-skipped",
-      G_TYPE_UINT64, c.frames_skipped.load(), "slots-imported", G_TYPE_UINT64,
-      c.slots_imported.load(), "slots-retired", G_TYPE_UINT64, c.slots_retired.load(), "connects",
-      G_TYPE_UINT64, c.connects.load(), "caps-changes", G_TYPE_UINT64, c.caps_changes.load(),
-      "latency-last-ns", G_TYPE_UINT64, c.latency_last_ns.load(), "downloads", G_TYPE_UINT64,
-      c.downloads.load(), "device-copies", G_TYPE_UINT64, c.device_copies.load(), nullptr);
+  GstStructure* s = gst_structure_new_empty("cudasrc-ipc-stats");
+  set_counters(self->priv->counters, s);
+  return s;
 }
 
 static void gst_cuda_src_ipc_set_property(GObject* object, guint prop_id, const GValue* value,
@@ -618,13 +627,13 @@ static void post_stats(GstCudaSrcIpc* self, Window& w, uint64_t now) {
   };
   const double seconds = (now - w.start_ns) / 1e9;
   const Counters& c = self->priv->counters;
+  // "frames" is the name this message had for frames-received before both shared one list.
   GstStructure* s = gst_structure_new(
       "cudasrc-ipc-stats", "fps", G_TYPE_DOUBLE, seconds > 0 ? w.frames / seconds : 0.0,
       "latency-p50-us", G_TYPE_DOUBLE, pick(0.50), "latency-p99-us", G_TYPE_DOUBLE, pick(0.99),
       "latency-max-us", G_TYPE_DOUBLE, v.empty() ? 0.0 : v.back() / 1000.0, "frames", G_TYPE_UINT64,
-      c.frames.load(), "frames-skipped", G_TYPE_UINT64, c.frames_skipped.load(), "frames-stale",
-      G_TYPE_UINT64, c.frames_stale.load(), "timestamp-shift-ns", G_TYPE_UINT64,
-      c.timestamp_shift_ns.load(), nullptr);
+      c.frames.load(), nullptr);
+  set_counters(c, s);
   gst_element_post_message(GST_ELEMENT(self), gst_message_new_element(GST_OBJECT(self), s));
   w = Window();
   w.start_ns = now;
@@ -776,11 +785,15 @@ static GstFlowReturn stream_failed(GstCudaSrcIpc* self, const cipc::ClientEvent&
   const char* path = s.socket_path.c_str();
   const char* why = ev.error.message.c_str();
   switch (ev.failure) {
-    case cipc::ClientEvent::Failure::kNoProducer:
-      GST_ELEMENT_ERROR(self, RESOURCE, OPEN_READ, ("No producer is serving '%s'.", path),
-                        ("%s; waited %u ms (connect-timeout)%s", why, s.connect_timeout,
-                         ev.after_loss ? " after the producer went away" : ""));
+    case cipc::ClientEvent::Failure::kNoProducer: {
+      const std::string hint = cipc::explain_default_socket_path(s.socket_path);
+      GST_ELEMENT_ERROR(
+          self, RESOURCE, OPEN_READ,
+          ("No producer is serving '%s'.%s%s", path, hint.empty() ? "" : " ", hint.c_str()),
+          ("%s; waited %u ms (connect-timeout)%s", why, s.connect_timeout,
+           ev.after_loss ? " after the producer went away" : ""));
       break;
+    }
     case cipc::ClientEvent::Failure::kRefused:
       GST_ELEMENT_ERROR(self, RESOURCE, OPEN_READ,
                         ("Could not attach to the producer at '%s': %s.", path, why), (nullptr));
@@ -975,8 +988,8 @@ static void gst_cuda_src_ipc_class_init(GstCudaSrcIpcClass* klass) {
       object_class, PROP_STATS_INTERVAL,
       g_param_spec_uint("stats-interval", "Statistics interval",
                         "Post a 'cudasrc-ipc-stats' element message (fps, latency p50/p99/max in "
-                        "microseconds from the producer's send to this element's output) every "
-                        "this many milliseconds; 0 = never",
+                        "microseconds from the producer's send to this element's output, and every "
+                        "field of 'stats') every this many milliseconds; 0 = never",
                         0, G_MAXUINT, DEFAULT_STATS_INTERVAL, rw_ready));
   g_object_class_install_property(
       object_class, PROP_CUDA_DEVICE_ID,

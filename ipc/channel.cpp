@@ -11,6 +11,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -39,6 +40,12 @@ std::string private_socket_dir() {
   return "/tmp/cudaipc-" + std::to_string(::getuid());
 }
 
+std::string octal_mode(mode_t mode) {
+  char text[8];
+  std::snprintf(text, sizeof(text), "%04o", static_cast<unsigned>(mode & 07777));
+  return text;
+}
+
 bool is_own_private_dir(const std::string& dir) {
   struct stat st {};
   return ::lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::getuid() &&
@@ -54,6 +61,22 @@ std::string default_socket_path() {
   return private_socket_dir() + "/cudaipc.sock";
 }
 
+std::string explain_default_socket_path(const std::string& path) {
+  if (path != default_socket_path()) return "";
+  const std::string fallback = private_socket_dir() + "/cudaipc.sock";
+  const char* runtime = ::getenv("XDG_RUNTIME_DIR");
+  if (path != fallback)
+    return "'" + path + "' is the default socket path, from XDG_RUNTIME_DIR; a producer started " +
+           "without XDG_RUNTIME_DIR (a service, sudo, a container) serves '" + fallback +
+           "' instead: give both the same socket-path";
+  return "'" + path + "' is the default socket path" +
+         (runtime && runtime[0] ? " (XDG_RUNTIME_DIR='" + std::string(runtime) +
+                                      "' is not a private directory of this user)"
+                                : std::string(" (XDG_RUNTIME_DIR is not set)")) +
+         "; a producer started with XDG_RUNTIME_DIR set serves '$XDG_RUNTIME_DIR/cudaipc.sock' "
+         "instead: give both the same socket-path";
+}
+
 Status check_private_socket_dir(const std::string& socket_path, bool create) {
   const std::string dir = private_socket_dir();
   if (socket_path.compare(0, dir.size() + 1, dir + "/") != 0) return Status::ok();
@@ -67,14 +90,24 @@ Status check_private_socket_dir(const std::string& socket_path, bool create) {
                    "no producer is serving '" + socket_path + "' ('" + dir + "' does not exist)"};
     return system_error("lstat('" + dir + "')", errno);
   }
-  if (!S_ISDIR(st.st_mode) || st.st_uid != ::getuid() || (st.st_mode & 0077) != 0)
-    return Error{
-        ErrorCode::kPermissionDenied,
-        "the socket directory '" + dir + "' is not a private directory of this user" +
-            (st.st_uid != ::getuid() ? " (it belongs to uid " + std::to_string(st.st_uid) + ")"
-                                     : std::string(" (its mode lets others in)")) +
-            "; someone else may be squatting the default socket path: remove it, or "
-            "set socket-path"};
+  // Say what is really there: a link or a file is not "a directory with a loose mode".
+  std::string what;
+  if (S_ISLNK(st.st_mode))
+    what = "is a symbolic link, not a directory";
+  else if (!S_ISDIR(st.st_mode))
+    what = std::string("is not a directory but a ") + (S_ISREG(st.st_mode)    ? "regular file"
+                                                       : S_ISSOCK(st.st_mode) ? "socket"
+                                                                              : "special file");
+  else if (st.st_uid != ::getuid())
+    what = "belongs to uid " + std::to_string(st.st_uid) + ", not to this user (uid " +
+           std::to_string(::getuid()) + ")";
+  else if ((st.st_mode & 0077) != 0)
+    what = "lets other users in (mode " + octal_mode(st.st_mode) + "; it must be 0700)";
+  if (!what.empty())
+    return Error{ErrorCode::kPermissionDenied,
+                 "the socket directory '" + dir + "' " + what +
+                     "; it is not a private directory of this user, so someone else may be "
+                     "squatting the default socket path: remove it, or set socket-path"};
   return Status::ok();
 }
 

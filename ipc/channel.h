@@ -22,6 +22,9 @@ constexpr size_t kMaxFdsPerMessage = 4;
 // directory is the user's own, else "/tmp/cudaipc-<uid>/cudaipc.sock". Per user, so that another
 // user cannot squat the default path.
 std::string default_socket_path();
+// For "no producer" errors at `path`: when it is the default path, how it was chosen and where a
+// producer with another environment listens instead; "" for any other path.
+std::string explain_default_socket_path(const std::string& path);
 
 // For a socket path inside "/tmp/cudaipc-<uid>" (the fallback above): creates that directory
 // mode 0700 if missing and checks that it is a real directory of ours that nobody else can

@@ -224,7 +224,8 @@ ConsumerEvent Consumer::next(int timeout_ms) {
       link_->open = false;
       ConsumerEvent e;
       e.kind = ConsumerEvent::Kind::kClosed;
-      e.error = Error{ErrorCode::kClosed, "the producer went away"};
+      e.error = Error{ErrorCode::kClosed,
+                      "it closed the connection without an end-of-stream: it stopped or crashed"};
       return e;
     }
     if (r == IoResult::kError) {

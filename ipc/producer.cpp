@@ -18,6 +18,8 @@ constexpr int kMaxMessagesPerWakeup = 256;  // fairness between consumers under 
 // so this keeps up with any honest one while a flood cannot stall the streaming thread.
 constexpr int kMaxMessagesPerPublish = 32;
 constexpr uint64_t kAcceptBackoffNs = 200 * 1000000ull;  // after accept() failed for want of fds
+// A poll() that returns this much later than its timeout means the producer did not run.
+constexpr uint64_t kStoppedAfterNs = 200 * 1000000ull;
 
 UniqueFd open_reserve_fd() {
   return UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
@@ -111,7 +113,9 @@ void Producer::run() {
       // A set waker ends this poll at once: not asleep yet (its wake-up reads every consumer).
       io_sleeps_lazily_ = lazy && !wake_.is_set();
     }
+    const uint64_t poll_started = monotonic_ns();
     const int r = ::poll(fds.data(), fds.size(), timeout);
+    const uint64_t poll_ended = monotonic_ns();
     if (r < 0 && errno != EINTR) {
       // Nothing sensible left to do; avoid spinning.
       ::usleep(10000);
@@ -122,6 +126,12 @@ void Producer::run() {
       io_sleeps_lazily_ = false;
       if (stopping_) return;
       wake_.clear();
+      // Woken far later than asked: the process was stopped (SIGSTOP, a debugger) or starved.
+      // Consumers could not have their RELEASEs read meanwhile: that time is not theirs.
+      if (timeout >= 0) {
+        const uint64_t asked = poll_started + uint64_t(timeout) * 1000000;
+        if (poll_ended > asked + kStoppedAfterNs) forgive(poll_ended - asked);
+      }
       if (r > 0 && (fds[0].revents & POLLIN)) accept_all(deferred);
       for (size_t i = 0; i < ids.size(); ++i) {
         // Attached consumers are read on every wake-up: in the lazy phase their messages do
@@ -406,6 +416,7 @@ void Producer::drop(Session& session, const std::string& reason, bool problem, b
                     Deferred& deferred) {
   if (session.dead) return;
   session.dead = true;
+  const bool refused = !session.ready && problem;
   if (session.ready) --stats_.consumers;
   session.ready = false;
   std::set<std::pair<uint64_t, uint32_t>> retired;
@@ -420,7 +431,7 @@ void Producer::drop(Session& session, const std::string& reason, bool problem, b
   session.claims.clear();
   session.channel.close();
   room_cv_.notify_all();
-  deferred.detached.push_back({session.id, reason, problem});
+  deferred.detached.push_back({session.id, reason, problem, refused});
   stats_.slots_retired += retired.size();
   if (!stopping_ && !retired.empty()) announce_retired(retired);
 }
@@ -451,8 +462,28 @@ bool Producer::flush_retired(Session& session) {
   return true;
 }
 
+void Producer::need_back(Session& session, uint64_t now) {
+  // Claims are started in sequence order, so the ones not running yet are the newest.
+  for (auto it = session.claims.rbegin(); it != session.claims.rend() && it->second.needed_ns == 0;
+       ++it)
+    it->second.needed_ns = now;
+}
+
+void Producer::forgive(uint64_t gap_ns) {
+  for (auto& entry : sessions_)
+    for (auto& claim : entry.second->claims)
+      if (claim.second.needed_ns != 0) claim.second.needed_ns += gap_ns;
+}
+
+uint64_t Producer::release_deadline(const Session& session) const {
+  if (config_.release_timeout_ms == 0) return UINT64_MAX;
+  uint64_t needed = UINT64_MAX;
+  for (const auto& claim : session.claims)
+    if (claim.second.needed_ns != 0) needed = std::min(needed, claim.second.needed_ns);
+  return needed == UINT64_MAX ? needed : needed + uint64_t{config_.release_timeout_ms} * 1000000;
+}
+
 void Producer::check_deadlines(uint64_t now, Deferred& deferred) {
-  const uint64_t release_ns = uint64_t{config_.release_timeout_ms} * 1000000;
   const uint64_t hello_ns = uint64_t{config_.hello_timeout_ms} * 1000000;
   for (auto& entry : sessions_) {
     Session& s = *entry.second;
@@ -462,18 +493,16 @@ void Producer::check_deadlines(uint64_t now, Deferred& deferred) {
         reject(s, ErrorCode::kTimeout, who(s.pid) + " connected but never said HELLO", deferred);
       continue;
     }
-    if (release_ns == 0 || s.claims.empty()) continue;
-    const Claim& oldest = s.claims.begin()->second;
-    if (now - oldest.sent_ns > release_ns) {
-      s.channel.send(Message{Bye{Bye::kTimeout}});
-      ++stats_.consumers_timed_out;
-      // Retire: the stuck consumer may still read these slots, so they must never be reused.
-      drop(s,
-           who(s.pid) + " held a frame longer than release-timeout (" +
-               std::to_string(config_.release_timeout_ms) + " ms); disconnected, " +
-               std::to_string(s.claims.size()) + " slot(s) retired",
-           true, true, deferred);
-    }
+    if (now <= release_deadline(s)) continue;
+    s.channel.send(Message{Bye{Bye::kTimeout}});
+    ++stats_.consumers_timed_out;
+    // Retire: the stuck consumer may still read these slots, so they must never be reused.
+    drop(s,
+         who(s.pid) + " kept a frame for longer than release-timeout (" +
+             std::to_string(config_.release_timeout_ms) +
+             " ms) after the producer needed it back; disconnected, " +
+             std::to_string(s.claims.size()) + " slot(s) retired",
+         true, true, deferred);
   }
 }
 
@@ -482,16 +511,15 @@ int Producer::next_timeout_ms(uint64_t now) const {
   for (const auto& entry : sessions_) {
     const Session& s = *entry.second;
     if (s.dead) continue;
-    // publish() adds claims without waking this thread (a syscall per frame); instead, while
-    // consumers are attached, look at least four times per release-timeout.
+    // publish() starts claims' clocks without waking this thread (a syscall per frame); instead,
+    // while consumers are attached, look at least four times per release-timeout.
     if (s.ready && config_.release_timeout_ms)
       deadline = std::min(deadline,
                           now + std::max<uint64_t>(config_.release_timeout_ms / 4, 10) * 1000000);
     if (!s.ready)
       deadline = std::min(deadline, s.connected_ns + uint64_t{config_.hello_timeout_ms} * 1000000);
-    else if (config_.release_timeout_ms && !s.claims.empty())
-      deadline = std::min(deadline, s.claims.begin()->second.sent_ns +
-                                        uint64_t{config_.release_timeout_ms} * 1000000);
+    else
+      deadline = std::min(deadline, release_deadline(s));
   }
   if (accept_paused_until_ > now) deadline = std::min(deadline, accept_paused_until_);
   if (deadline == UINT64_MAX) return -1;
@@ -520,7 +548,12 @@ void Producer::finish(Deferred& deferred) {
   deferred.holds.clear();  // may return buffers to their pool: done without our lock
   if (!observer_) return;
   for (auto& a : deferred.attached) observer_->on_consumer_attached(a.first, a.second);
-  for (auto& d : deferred.detached) observer_->on_consumer_detached(d.id, d.reason, d.problem);
+  for (auto& d : deferred.detached) {
+    if (d.refused)
+      observer_->on_consumer_refused(d.id, d.reason);
+    else
+      observer_->on_consumer_detached(d.id, d.reason, d.problem);
+  }
   for (auto& w : deferred.warnings) observer_->on_warning(w);
 }
 
@@ -554,6 +587,10 @@ size_t Producer::publish_locked(const SlotRef& slot, Frame frame,
   frame.sequence = next_sequence_++;
   frame.send_time = monotonic_ns();
   const std::vector<uint8_t> frame_bytes = encode(Message{frame});
+  // Something newer exists now: every frame a consumer holds is needed back, whether or not this
+  // one reaches it.
+  for (auto& entry : sessions_)
+    if (entry.second->ready && !entry.second->dead) need_back(*entry.second, frame.send_time);
   size_t delivered = 0;
   bool wake = false;
   for (auto& entry : sessions_) {
@@ -601,7 +638,7 @@ size_t Producer::publish_locked(const SlotRef& slot, Frame frame,
       s.broken = wake = true;
       continue;
     }
-    s.claims.emplace(frame.sequence, Claim{slot.generation, slot.index, hold, frame.send_time});
+    s.claims.emplace(frame.sequence, Claim{slot.generation, slot.index, hold, 0});
     ++stats_.claims_outstanding;
     ++stats_.frames_sent;
     ++delivered;
@@ -664,6 +701,12 @@ Producer::Room Producer::wait_for_room(int timeout_ms) {
   }
   if (!done()) {
     ++stats_.backpressure_waits;
+    // The writer now waits for these consumers: what they hold is needed back.
+    const uint64_t now = monotonic_ns();
+    for (auto& entry : sessions_) {
+      Session& s = *entry.second;
+      if (s.ready && !s.dead && s.claims.size() >= s.max_in_flight) need_back(s, now);
+    }
     // Only a RELEASE ends this wait: the I/O thread must read them as they come.
     lazy_until_ns_ = 0;
     wake_.wake();
@@ -678,6 +721,10 @@ Producer::Room Producer::wait_for_room(int timeout_ms) {
 void Producer::read_releases_now() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    // A writer waits for a slot: every claim holds one it may be waiting for.
+    const uint64_t now = monotonic_ns();
+    for (auto& entry : sessions_)
+      if (entry.second->ready && !entry.second->dead) need_back(*entry.second, now);
     if (lazy_until_ns_ == 0) return;
     lazy_until_ns_ = 0;
   }

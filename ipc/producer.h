@@ -31,10 +31,13 @@ namespace cipc {
 struct ProducerConfig {
   std::string socket_path;
   unsigned socket_mode = 0600;
-  bool allow_other_users = false;      // otherwise peers must run under our uid (SO_PEERCRED)
-  uint32_t max_in_flight = 4;          // frames one consumer may hold; it gets no more beyond that
-  uint32_t release_timeout_ms = 2000;  // a claim held longer disconnects its consumer; 0: never
-  uint32_t hello_timeout_ms = 5000;    // a connection that says nothing is dropped after this
+  bool allow_other_users = false;  // otherwise peers must run under our uid (SO_PEERCRED)
+  uint32_t max_in_flight = 4;      // frames one consumer may hold; it gets no more beyond that
+  // A claim the producer needs back (a newer frame was published, or a writer waits for room) and
+  // that is still held this long disconnects its consumer; 0: never. Time in which nothing newer
+  // existed, or in which the producer itself did not run (SIGSTOP), does not count.
+  uint32_t release_timeout_ms = 2000;
+  uint32_t hello_timeout_ms = 5000;  // a connection that says nothing is dropped after this
   // For this long after a publish() the I/O thread leaves consumers' messages (RELEASE, FENCE)
   // to the next publish() and wakes only for hang-ups and deadlines: a wake-up per frame saved.
   // read_releases_now() ends it early (a writer waiting for a free slot); 0: always read them at
@@ -95,6 +98,11 @@ class ProducerObserver {
     (void)reason;
     (void)problem;
   }
+  // A connection turned away before it attached (another user, too many consumers, a bad
+  // HELLO): not a consumer that was disconnected.
+  virtual void on_consumer_refused(uint64_t id, const std::string& reason) {
+    on_consumer_detached(id, reason, true);
+  }
   // Something the user should hear about once (e.g. the process ran out of descriptors).
   virtual void on_warning(const std::string& text) { (void)text; }
 };
@@ -141,7 +149,10 @@ class Producer {
     uint64_t generation;
     uint32_t slot;
     std::shared_ptr<FrameHold> hold;
-    uint64_t sent_ns;
+    // When the producer began to need this claim back, on the monotonic clock; 0: not yet. A
+    // consumer may keep its newest frame as long as nothing newer exists (a video sink's last
+    // buffer): release-timeout counts from here, never from the send.
+    uint64_t needed_ns = 0;
   };
   struct Session {
     uint64_t id = 0;
@@ -173,6 +184,7 @@ class Producer {
       uint64_t id;
       std::string reason;
       bool problem;
+      bool refused;  // never attached
     };
     std::vector<Detached> detached;
     std::vector<std::string> warnings;
@@ -201,7 +213,14 @@ class Producer {
   void reject(Session& session, ErrorCode code, const std::string& text, Deferred& deferred);
   void drop(Session& session, const std::string& reason, bool problem, bool retire,
             Deferred& deferred);
+  // Starts the release-timeout clock of the session's claims that do not run yet.
+  static void need_back(Session& session, uint64_t now);
+  // The producer did not run for `gap_ns` (stopped, or starved): shifts every running clock by
+  // it, so that a consumer is not blamed for time in which we could not read its RELEASEs.
+  void forgive(uint64_t gap_ns);
   void check_deadlines(uint64_t now, Deferred& deferred);
+  // The earliest release deadline among the session's claims; UINT64_MAX: none runs.
+  uint64_t release_deadline(const Session& session) const;
   int next_timeout_ms(uint64_t now) const;
   void send_caps(Session& session);
   // Tells every other consumer that was given one of `slots` to drop its import.

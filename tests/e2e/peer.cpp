@@ -406,6 +406,19 @@ gboolean producer_signal(gpointer data) {
   return G_SOURCE_CONTINUE;
 }
 
+// SIGUSR1: PLAYING -> PAUSED, or back (prints PAUSED / PLAYING once the change is asked for).
+gboolean producer_toggle_pause(gpointer data) {
+  auto* p = static_cast<Producer*>(data);
+  GstState state = GST_STATE_NULL, pending = GST_STATE_VOID_PENDING;
+  gst_element_get_state(p->pipeline, &state, &pending, 0);
+  const GstState target = (pending != GST_STATE_VOID_PENDING ? pending : state) == GST_STATE_PLAYING
+                              ? GST_STATE_PAUSED
+                              : GST_STATE_PLAYING;
+  gst_element_set_state(p->pipeline, target);
+  out_line(target == GST_STATE_PAUSED ? "PAUSED" : "PLAYING");
+  return G_SOURCE_CONTINUE;
+}
+
 gboolean producer_tick(gpointer data) {
   print_stats(static_cast<Producer*>(data)->sink, "STATS-TICK");
   return G_SOURCE_CONTINUE;
@@ -489,7 +502,16 @@ int run_produce(const Args& a) {
   }
   Producer p;
   const long frames = a.num("frames", 0);
-  const long fps = a.num("fps", 30);
+  // --fps N or N/D (a slow camera: 1/5 is one frame every 5 s).
+  const std::string fps_text = a.str("fps", "30");
+  const size_t slash = fps_text.find('/');
+  const long fps = strtol(fps_text.c_str(), nullptr, 10);
+  const long fps_d =
+      slash == std::string::npos ? 1 : strtol(fps_text.c_str() + slash + 1, nullptr, 10);
+  if (fps < 0 || fps_d <= 0) {
+    fprintf(stderr, "produce: --fps takes N or N/D\n");
+    return kExitUsage;
+  }
   p.live = fps > 0;
   p.lockstep = a.has("lockstep");
   p.swap_uv = a.has("swap-uv");
@@ -504,15 +526,15 @@ int run_produce(const Args& a) {
   // is still taken at the sink's pad, from the system-memory frame.
   gchar* description = g_strdup_printf(
       "videotestsrc name=src is-live=%s pattern=%s num-buffers=%ld ! "
-      "capsfilter caps=\"video/x-raw,format=%s,width=%ld,height=%ld,framerate=%ld/1\" ! "
+      "capsfilter caps=\"video/x-raw,format=%s,width=%ld,height=%ld,framerate=%ld/%ld\" ! "
       "cudasink-ipc name=sink memory=%s socket-path=\"%s\" sync=%s max-in-flight=%lu "
       "release-timeout=%ld wait-for-consumer=%s pool-size=%ld backpressure=%s",
       p.live ? "true" : "false", a.str("pattern", "snow").c_str(), frames > 0 ? frames : -1,
       a.str("format", "I420").c_str(), a.num("width", 320), a.num("height", 240),
-      p.live ? fps : 30L, memory.c_str(), a.str("socket").c_str(), p.live ? "true" : "false",
-      static_cast<unsigned long>(p.max_in_flight), a.num("release-timeout", 2000),
-      a.has("wait-for-consumer") ? "true" : "false", a.num("pool-size", 6),
-      a.str("backpressure", "auto").c_str());
+      p.live ? fps : 30L, p.live ? fps_d : 1L, memory.c_str(), a.str("socket").c_str(),
+      p.live ? "true" : "false", static_cast<unsigned long>(p.max_in_flight),
+      a.num("release-timeout", 2000), a.has("wait-for-consumer") ? "true" : "false",
+      a.num("pool-size", 6), a.str("backpressure", "auto").c_str());
   GError* error = nullptr;
   p.pipeline = gst_parse_launch(description, &error);
   g_free(description);
@@ -537,6 +559,7 @@ int run_produce(const Args& a) {
   gst_object_unref(bus);
   g_unix_signal_add(SIGINT, producer_signal, &p);
   g_unix_signal_add(SIGTERM, producer_signal, &p);
+  g_unix_signal_add(SIGUSR1, producer_toggle_pause, &p);
   if (a.has("stats-every-ms")) {
     g_timeout_add(static_cast<guint>(a.num("stats-every-ms", 200)), producer_tick, &p);
   }
@@ -909,7 +932,7 @@ int usage() {
   fprintf(stderr,
           "usage: cudaipc-e2e-peer MODE [options]\n"
           "  produce --socket PATH [--frames N (0: forever)] [--width W] [--height H]\n"
-          "          [--format FMT] [--fps F (0: unpaced)] [--pattern snow|ball|...]\n"
+          "          [--format FMT] [--fps F or N/D (0: unpaced)] [--pattern snow|ball|...]\n"
           "          [--wait-for-consumer] [--record FILE] [--min-consumers K] [--lockstep]\n"
           "          [--max-in-flight M] [--release-timeout MS] [--pool-size N]\n"
           "          [--stats-every-ms MS] [--swap-uv] [--timeout-s T] [--stop-grace-ms MS]\n"

@@ -648,6 +648,99 @@ TEST_F(TwoProcess, BlockingProducerRecoversFromAStoppedConsumerAtReleaseTimeout)
   EXPECT_GT(stat_of(stats, "backpressure-waits").value_or(0), 0u) << stats;
 }
 
+// Issue 24, defect 1: every video sink keeps its last buffer, so a consumer of a slow or quiet
+// producer holds the newest frame for as long as nothing newer exists. That is not a stuck
+// consumer: release-timeout counts only once the producer needs the frame back. The consumers
+// here are gst-launch-1.0 with fakesink (enable-last-sample on), as a user runs them.
+class QuietProducer : public TwoProcess {
+ protected:
+  Process& fakesink_consumer(const std::string& name, const std::string& sock) {
+    return run_command(name, {gst_launch(), "cudasrc-ipc", "socket-path=" + sock, "!", "fakesink"});
+  }
+  static std::string gst_launch() {
+    for (const char* dir : {"/usr/bin", "/usr/local/bin"}) {
+      const std::string candidate = std::string(dir) + "/gst-launch-1.0";
+      if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    }
+    return "gst-launch-1.0";
+  }
+  // The producer's newest STATS-TICK after `from` (its line count), waiting up to 5 s for one.
+  static std::string tick_after(Process& prod, size_t from) {
+    const auto tick = prod.wait_line_after(
+        from, "STATS-TICK", [](const std::string&) { return true; }, kEventTimeout);
+    return tick ? tick->text : std::string();
+  }
+  // The consumer is still attached, was never timed out, and the stream ends for it with EOS.
+  void expect_consumer_kept_to_the_end(Process& prod, Process& cons) {
+    const std::string stats = tick_after(prod, prod.line_count());
+    EXPECT_EQ(stat_of(stats, "consumers-timed-out"), 0u) << stats;
+    EXPECT_EQ(stat_of(stats, "consumers"), 1u) << stats;
+    EXPECT_EQ(cons.wait_exit(milliseconds(100)), std::nullopt) << "the consumer's stream ended";
+    stop_producer(prod);
+    EXPECT_EQ(cons.wait_exit(kExitTimeout), std::optional<int>(0)) << cons.transcript();
+    EXPECT_TRUE(cons.first("Got EOS")) << "the producer's EOS did not arrive";
+    for (const std::string& line : cons.lines_with(""))
+      EXPECT_FALSE(contains(line, "release-timeout")) << line;
+    EXPECT_FALSE(contains(cons.stderr_text(), "release-timeout")) << cons.stderr_text();
+  }
+};
+
+TEST_F(QuietProducer, FrameEveryFiveSecondsStreamsAMinuteWithTheDefaultReleaseTimeout) {
+  const std::string sock = path("slow.sock");
+  // Default release-timeout (2000 ms), a fifth of a frame per second.
+  Process& prod = producer("producer", {"--socket", sock, "--fps", "1/5", "--width", "64",
+                                        "--height", "48", "--stats-every-ms", "1000"});
+  Process& cons = fakesink_consumer("consumer", sock);
+  const auto start = Clock::now();
+  ASSERT_TRUE(prod.wait_line_after(
+      0, "STATS-TICK",
+      [](const std::string& l) { return stat_of(l, "frames-sent").value_or(0) >= 1; },
+      kEventTimeout));
+  while (Clock::now() - start < seconds(60)) {
+    std::this_thread::sleep_for(seconds(1));
+    ASSERT_EQ(cons.wait_exit(milliseconds(1)), std::nullopt)
+        << "the consumer's stream ended after "
+        << std::chrono::duration_cast<seconds>(Clock::now() - start).count() << " s";
+  }
+  const std::string stats = tick_after(prod, prod.line_count());
+  EXPECT_GE(stat_of(stats, "frames-sent").value_or(0), 11u) << stats;
+  expect_consumer_kept_to_the_end(prod, cons);
+}
+
+TEST_F(QuietProducer, PausedForFiveSecondsKeepsItsConsumersAndItsEosReachesThem) {
+  const std::string sock = path("paused.sock");
+  Process& prod = producer("producer", {"--socket", sock, "--fps", "30", "--width", "64",
+                                        "--height", "48", "--stats-every-ms", "200"});
+  Process& cons = fakesink_consumer("consumer", sock);
+  ASSERT_TRUE(prod.wait_line_after(
+      0, "STATS-TICK",
+      [](const std::string& l) { return stat_of(l, "frames-sent").value_or(0) >= 10; },
+      kEventTimeout));
+  prod.signal(SIGUSR1);
+  ASSERT_TRUE(prod.wait_line("PAUSED", kEventTimeout));
+  std::this_thread::sleep_for(seconds(5));
+  prod.signal(SIGUSR1);
+  ASSERT_TRUE(prod.wait_line("PLAYING", kEventTimeout));
+  std::this_thread::sleep_for(seconds(1));
+  expect_consumer_kept_to_the_end(prod, cons);
+}
+
+TEST_F(QuietProducer, StoppedForFiveSecondsKeepsItsConsumersWhenItContinues) {
+  const std::string sock = path("stopped.sock");
+  Process& prod = producer("producer", {"--socket", sock, "--fps", "30", "--width", "64",
+                                        "--height", "48", "--stats-every-ms", "200"});
+  Process& cons = fakesink_consumer("consumer", sock);
+  ASSERT_TRUE(prod.wait_line_after(
+      0, "STATS-TICK",
+      [](const std::string& l) { return stat_of(l, "frames-sent").value_or(0) >= 10; },
+      kEventTimeout));
+  prod.signal(SIGSTOP);
+  std::this_thread::sleep_for(seconds(5));
+  prod.signal(SIGCONT);
+  std::this_thread::sleep_for(seconds(2));  // the producer streams on, past its release-timeout
+  expect_consumer_kept_to_the_end(prod, cons);
+}
+
 // Issue 17, defect 5: when slots cannot be allocated (here `ulimit -v` at 2.5 GB against a pool
 // of 64 8K frames), the user must read what ran out - the slot size, the pool and the system's
 // reason - instead of upstream's bare "not-negotiated".

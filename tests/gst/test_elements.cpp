@@ -13,6 +13,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -139,6 +140,28 @@ TEST_F(Elements, RegisteredWithOwnTypeNamesAndCompleteProperties) {
     gst_object_unref(e);
     gst_object_unref(f);
   }
+}
+
+// Issue 24, defect 7: what gst-inspect-1.0 shows does not mislead.
+TEST_F(Elements, BlurbsAndNamesSayWhatTheElementsDo) {
+  auto blurb = [](const char* element, const char* property) {
+    GstElement* e = gst_element_factory_make(element, nullptr);
+    GParamSpec* spec = g_object_class_find_property(G_OBJECT_GET_CLASS(e), property);
+    const std::string text = spec ? g_param_spec_get_blurb(spec) : "";
+    gst_object_unref(e);
+    return text;
+  };
+  // gst-inspect shows the default in decimal (384): the blurb says it in octal.
+  EXPECT_NE(blurb("cudasink-ipc", "socket-mode").find("default 0600"), std::string::npos);
+  // With backpressure=block nothing is dropped: the blurb must not say it always is.
+  const std::string in_flight = blurb("cudasink-ipc", "max-in-flight");
+  EXPECT_NE(in_flight.find("backpressure"), std::string::npos) << in_flight;
+  EXPECT_NE(in_flight.find("waits"), std::string::npos) << in_flight;
+  GstElementFactory* f = gst_element_factory_find("bgratorg10");
+  ASSERT_NE(f, nullptr);
+  const std::string longname = gst_element_factory_get_metadata(f, GST_ELEMENT_METADATA_LONGNAME);
+  EXPECT_EQ(longname.find("BGRA to"), std::string::npos) << "it takes six formats: " << longname;
+  gst_object_unref(f);
 }
 
 // The default socket path is per user: $XDG_RUNTIME_DIR when it is a private directory of ours,
@@ -273,6 +296,70 @@ TEST_F(Elements, ForeignBuffersAreCopiedCountedAndWarnedOnce) {
 // Another element's slot pool (rg10tobgra keeps one when downstream offers none) numbers its
 // generations from 1 too: its buffers are foreign memory, copied, never sent as our slots (the
 // consumer would take them for ours of the same index).
+// Issue 24, item 9: with no caps written, upstream picks a format display sinks take (BGRx),
+// not GStreamer's first (ABGR64_LE), so `videotestsrc ! cudasink-ipc` | `cudasrc-ipc !
+// ximagesink` works as README writes it.
+TEST_F(Elements, UpstreamFreeToChooseGetsAFormatDisplaysTake) {
+  GstElement* pipeline = gst_parse_launch(
+      ("videotestsrc num-buffers=2 ! cudasink-ipc name=sink memory=host sync=false socket-path=" +
+       socket_)
+          .c_str(),
+      nullptr);
+  ASSERT_NE(pipeline, nullptr);
+  GstBus* bus = gst_element_get_bus(pipeline);
+  gst_element_set_state(pipeline, GST_STATE_PLAYING);
+  GstMessage* m = gst_bus_timed_pop_filtered(
+      bus, 10 * GST_SECOND, static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(GST_MESSAGE_TYPE(m), GST_MESSAGE_EOS);
+  gst_message_unref(m);
+  GstElement* sink = gst_bin_get_by_name(GST_BIN(pipeline), "sink");
+  GstPad* pad = gst_element_get_static_pad(sink, "sink");
+  GstCaps* caps = gst_pad_get_current_caps(pad);
+  ASSERT_NE(caps, nullptr);
+  EXPECT_STREQ(gst_structure_get_string(gst_caps_get_structure(caps, 0), "format"), "BGRx");
+  gst_caps_unref(caps);
+  gst_object_unref(pad);
+  gst_object_unref(sink);
+  gst_element_set_state(pipeline, GST_STATE_NULL);
+  gst_object_unref(bus);
+  gst_object_unref(pipeline);
+}
+
+// Issue 24, defect 7: the copy warning names the element that made the frames, not the queue
+// that only handed them on.
+TEST_F(Elements, CopyWarningNamesTheTeeNotTheQueueBehindIt) {
+  GstElement* pipeline = gst_parse_launch(
+      ("videotestsrc num-buffers=5 ! video/x-raw,width=64,height=48 ! tee name=t ! queue ! "
+       "cudasink-ipc name=sink memory=host sync=false socket-path=" +
+       socket_ + " t. ! queue ! fakesink sync=false")
+          .c_str(),
+      nullptr);
+  ASSERT_NE(pipeline, nullptr);
+  GstBus* bus = gst_element_get_bus(pipeline);
+  gst_element_set_state(pipeline, GST_STATE_PLAYING);
+  std::string warning;
+  for (;;) {
+    GstMessage* m = gst_bus_timed_pop_filtered(
+        bus, 10 * GST_SECOND,
+        static_cast<GstMessageType>(GST_MESSAGE_WARNING | GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
+    ASSERT_NE(m, nullptr) << "no EOS";
+    const GstMessageType type = GST_MESSAGE_TYPE(m);
+    if (type == GST_MESSAGE_WARNING) warning = error_text(m);
+    gst_message_unref(m);
+    ASSERT_NE(type, GST_MESSAGE_ERROR);
+    if (type == GST_MESSAGE_EOS) break;
+  }
+  GstElement* sink = gst_bin_get_by_name(GST_BIN(pipeline), "sink");
+  const guint64 copies = stat(sink, "copies");
+  gst_object_unref(sink);
+  gst_element_set_state(pipeline, GST_STATE_NULL);
+  gst_object_unref(bus);
+  gst_object_unref(pipeline);
+  ASSERT_GT(copies, 0u) << "the tee's frames were not copied: nothing to warn about";
+  EXPECT_NE(warning.find("'t' (through 'queue"), std::string::npos) << warning;
+}
+
 TEST_F(Elements, SlotsOfAnotherElementsPoolAreCopiedDespiteTheSameGeneration) {
   GstHarness* other = make_sink("socket-path=" + dir_ + "/other.sock");
   GstBus* other_bus = bus_;
@@ -588,6 +675,80 @@ TEST_F(Elements, ConsumerBufferKeepsClaimUntilLastReferenceAndIsReadOnly) {
   gst_buffer_pool_set_active(pool, FALSE);
   gst_object_unref(pool);
   gst_caps_unref(caps);
+  gst_harness_teardown(h);
+  TearDownBus();
+}
+
+// The field names a stats blurb lists: "a, b (why, more), c" -> a, b, c.
+static std::vector<std::string> documented_fields(GstElement* e, const char* property) {
+  GParamSpec* spec = g_object_class_find_property(G_OBJECT_GET_CLASS(e), property);
+  const std::string blurb = spec ? g_param_spec_get_blurb(spec) : "";
+  std::vector<std::string> fields;
+  std::string item;
+  int depth = 0;
+  for (size_t i = 0; i <= blurb.size(); ++i) {
+    const char ch = i < blurb.size() ? blurb[i] : ',';
+    if (ch == '(') ++depth;
+    if (ch == ')') --depth;
+    if (ch == ',' && depth == 0) {
+      const size_t begin = item.find_first_not_of(' ');
+      if (begin != std::string::npos) {
+        const std::string name = item.substr(begin, item.find_first_of(" (", begin) - begin);
+        fields.push_back(name);
+      }
+      item.clear();
+    } else {
+      item += ch;
+    }
+  }
+  return fields;
+}
+
+// Issue 24, defect 10: every field the stats blurb (and docs/elements.md) lists is in the stats
+// property and in the stats-interval message alike.
+TEST_F(Elements, SourceStatsPropertyAndMessageHaveEveryDocumentedField) {
+  GstHarness* h = make_sink();
+  gst_harness_play(h);
+  gst_harness_set_src_caps_str(h, kCaps);
+  GstElement* pipeline = gst_parse_launch(
+      ("cudasrc-ipc name=src stats-interval=20 socket-path=" + socket_ + " ! fakesink sync=false")
+          .c_str(),
+      nullptr);
+  ASSERT_NE(pipeline, nullptr);
+  GstElement* src = gst_bin_get_by_name(GST_BIN(pipeline), "src");
+  const std::vector<std::string> fields = documented_fields(src, "stats");
+  ASSERT_GE(fields.size(), 10u);
+  EXPECT_NE(std::find(fields.begin(), fields.end(), "frames-stale"), fields.end());
+  GstBus* bus = gst_element_get_bus(pipeline);
+  gst_element_set_state(pipeline, GST_STATE_PLAYING);
+  ASSERT_TRUE(eventually([&] {
+    guint n = 0;
+    g_object_get(h->element, "num-consumers", &n, nullptr);
+    return n == 1;
+  }));
+  GstMessage* message = nullptr;
+  for (int i = 0; i < 200 && !message; ++i) {
+    GstBuffer* b = gst_harness_create_buffer(h, 64 * 48 * 4);
+    GST_BUFFER_PTS(b) = i * GST_SECOND / 30;
+    ASSERT_EQ(gst_harness_push(h, b), GST_FLOW_OK);
+    message = gst_bus_timed_pop_filtered(bus, 10 * GST_MSECOND, GST_MESSAGE_ELEMENT);
+  }
+  ASSERT_NE(message, nullptr) << "no cudasrc-ipc-stats message";
+  const GstStructure* posted = gst_message_get_structure(message);
+  GstStructure* property = nullptr;
+  g_object_get(src, "stats", &property, nullptr);
+  ASSERT_NE(property, nullptr);
+  for (const std::string& field : fields) {
+    EXPECT_TRUE(gst_structure_has_field(property, field.c_str())) << "stats lacks " << field;
+    EXPECT_TRUE(gst_structure_has_field(posted, field.c_str()))
+        << "the stats-interval message lacks " << field;
+  }
+  gst_structure_free(property);
+  gst_message_unref(message);
+  gst_element_set_state(pipeline, GST_STATE_NULL);
+  gst_object_unref(bus);
+  gst_object_unref(src);
+  gst_object_unref(pipeline);
   gst_harness_teardown(h);
   TearDownBus();
 }

@@ -4,10 +4,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -682,6 +685,47 @@ TEST(Connect, PrivateSocketDirectoryMustBeOursAndClosed) {
   // Paths elsewhere are the user's own business.
   EXPECT_TRUE(cipc::check_private_socket_dir("/tmp/elsewhere.sock", false).is_ok());
   if (!existed) ::rmdir(dir.c_str());
+}
+
+// Issue 24, defect 7: a link or a file where the private socket directory belongs is named as
+// such, not as "a directory whose mode lets others in". Runs in a child with a /tmp of its own
+// (a private mount namespace), so the real /tmp/cudaipc-<uid> is never touched.
+TEST(Connect, SquattedSocketDirectoryIsDescribedAsWhatItIs) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (::unshare(CLONE_NEWNS) != 0 ||
+        ::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) ||
+        ::mount("tmpfs", "/tmp", "tmpfs", 0, "mode=1777") != 0)
+      ::_exit(77);
+    const std::string dir = "/tmp/cudaipc-" + std::to_string(::getuid());
+    const std::string path = dir + "/check.sock";
+    auto says = [&](const char* wanted) {
+      const cipc::Status s = cipc::check_private_socket_dir(path, /*create=*/false);
+      const std::string m = s.message();
+      if (s.is_ok() || m.find(wanted) == std::string::npos ||
+          m.find("squatting") == std::string::npos)
+        return false;
+      return std::strcmp(wanted, "lets other users in") == 0 ||
+             m.find("lets other") == std::string::npos;
+    };
+    if (::symlink("/tmp", dir.c_str()) != 0 || !says("symbolic link")) ::_exit(1);
+    ::unlink(dir.c_str());
+    const int fd = ::open(dir.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+    if (fd < 0 || !says("regular file")) ::_exit(2);
+    ::close(fd);
+    ::unlink(dir.c_str());
+    if (::mkdir(dir.c_str(), 0700) != 0 || ::chmod(dir.c_str(), 0750) != 0 ||
+        !says("lets other users in"))
+      ::_exit(3);
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "no private mount namespace here (needs root)";
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "1: a symlink, 2: a regular file, 3: an open directory was described wrongly";
 }
 
 }  // namespace

@@ -102,6 +102,18 @@ class ProblemLog final : public ProducerObserver {
     std::lock_guard<std::mutex> lock(mutex_);
     if (problem) problems_.push_back(reason);
   }
+  void on_consumer_refused(uint64_t, const std::string& reason) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    problems_.push_back(reason);
+    refusals_.push_back(reason);
+  }
+  // Reported as refused (never attached), not as a consumer that was disconnected.
+  bool refused(const std::string& text) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& r : refusals_)
+      if (r.find(text) != std::string::npos) return true;
+    return false;
+  }
   void on_warning(const std::string& text) override {
     std::lock_guard<std::mutex> lock(mutex_);
     warnings_.push_back(text);
@@ -132,6 +144,7 @@ class ProblemLog final : public ProducerObserver {
   int attached_ = 0;
   std::vector<std::string> problems_;
   std::vector<std::string> warnings_;
+  std::vector<std::string> refusals_;
 };
 
 uint8_t pattern(uint8_t seed, size_t i) {
@@ -378,6 +391,8 @@ TEST_F(HostilePeers, FloodOfConsumersBeyondTheSessionLimitIsRefused) {
     EXPECT_TRUE(again.is_ok()) << again.error().message;
   }
   expect_dropped_with_reason("too many consumers");
+  // Issue 24, defect 7: the one turned away is told to the observer as refused.
+  EXPECT_TRUE(log_.refused("too many consumers")) << log_.dump();
 }
 
 TEST_F(HostilePeers, FloodOfSilentConnectionsIsDroppedAfterTheHelloTimeout) {

@@ -758,6 +758,103 @@ TEST_P(EachBackend, StuckConsumerIsDisconnectedAfterReleaseTimeoutAndItsSlotsRet
   EXPECT_EQ(next(*stuck).kind, Kind::kClosed);
 }
 
+// Issue 24, defect 1: a consumer may keep its newest frame for as long as nothing newer exists
+// (every video sink keeps its last buffer); release-timeout counts only from the moment the
+// producer needs the frame back. A slow or quiet producer must not evict it, while a consumer
+// that keeps a frame after a newer one was published is still evicted about release-timeout
+// after that newer frame.
+TEST_P(EachBackend, QuietProducerKeepsAConsumerHoldingItsNewestFrameUntilANewerOneExists) {
+  ProducerConfig cfg = config();
+  cfg.release_timeout_ms = 300;
+  start(cfg);
+  make_slots(3);
+  auto c = connect();
+  ASSERT_TRUE(c);
+  expect_caps(*c);
+
+  ASSERT_EQ(publish(0, 1), 1u);
+  ReceivedFrame newest = expect_frame(*c, 0, 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // 4x release-timeout, quiet
+  EXPECT_EQ(stats().consumers_timed_out, 0u) << observer_.dump();
+  ASSERT_EQ(stats().consumers, 1u) << "evicted while holding only the newest frame";
+
+  // A newer frame: now the old one is needed back, and this consumer keeps both.
+  const auto published = std::chrono::steady_clock::now();
+  ASSERT_EQ(publish(1, 2), 1u);
+  ReceivedFrame newer = expect_frame(*c, 1, 2);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(stats().consumers, 1u) << "evicted before release-timeout ran out";
+  ASSERT_TRUE(eventually([&] { return stats().consumers_timed_out == 1; }));
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::steady_clock::now() - published)
+                          .count();
+  EXPECT_GE(waited, 300) << "evicted before release-timeout";
+  EXPECT_LT(waited, 300 + 2000) << "evicted long after release-timeout of the newer frame";
+  EXPECT_TRUE(observer_.saw_detach("release-timeout", true)) << observer_.dump();
+}
+
+TEST_P(EachBackend, ConsumerThatReleasesWhenANewerFrameComesIsNeverEvictedAtAnyRate) {
+  ProducerConfig cfg = config();
+  cfg.release_timeout_ms = 200;
+  start(cfg);
+  make_slots(2);
+  auto c = connect();
+  ASSERT_TRUE(c);
+  expect_caps(*c);
+  // One frame every 2.5 release-timeouts; the consumer keeps the newest, as a video sink does.
+  ReceivedFrame kept;
+  for (uint8_t i = 0; i < 4; ++i) {
+    ASSERT_EQ(publish(i % 2, i + 1), 1u) << "frame " << int(i);
+    ReceivedFrame arrived = expect_frame(*c, i % 2, i + 1);
+    kept = std::move(arrived);  // lets go of the previous one
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  EXPECT_EQ(stats().consumers_timed_out, 0u) << observer_.dump();
+  EXPECT_EQ(stats().consumers, 1u);
+  EXPECT_EQ(stats().claims_outstanding, 1u);
+}
+
+// A writer that waits (backpressure, or a pool with every slot out) needs frames back even when
+// nothing newer was published: a consumer that keeps its only frame then leaves at
+// release-timeout, which ends the wait.
+TEST_P(EachBackend, BackpressureWaitStartsTheClockOfAConsumersOnlyFrame) {
+  ProducerConfig cfg = config();
+  cfg.release_timeout_ms = 300;
+  start(cfg);
+  make_slots(2);
+  auto c = connect(1);
+  ASSERT_TRUE(c);
+  expect_caps(*c);
+  ASSERT_EQ(publish(0, 1), 1u);
+  ReceivedFrame only = expect_frame(*c, 0, 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  ASSERT_EQ(stats().consumers, 1u) << "evicted before anybody needed its frame";
+  const auto asked = std::chrono::steady_clock::now();
+  EXPECT_EQ(producer_->wait_for_room(10000), Producer::Room::kReady);
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::steady_clock::now() - asked)
+                          .count();
+  EXPECT_GE(waited, 250);
+  EXPECT_LT(waited, 3000);
+  EXPECT_EQ(stats().consumers_timed_out, 1u) << observer_.dump();
+}
+
+TEST_P(EachBackend, WriterWaitingForASlotStartsTheClockOfHeldFrames) {
+  ProducerConfig cfg = config();
+  cfg.release_timeout_ms = 300;
+  start(cfg);
+  make_slots(2);
+  auto c = connect();
+  ASSERT_TRUE(c);
+  expect_caps(*c);
+  ASSERT_EQ(publish(0, 1), 1u);
+  ReceivedFrame only = expect_frame(*c, 0, 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  ASSERT_EQ(stats().consumers, 1u);
+  producer_->read_releases_now();  // what a pool with no free slot calls before it waits
+  ASSERT_TRUE(eventually([&] { return stats().consumers_timed_out == 1; })) << observer_.dump();
+}
+
 TEST_P(EachBackend, DestroyedConsumerHasItsClaimsReclaimedAndFramesStayReadable) {
   start();
   make_slots(3);
