@@ -17,6 +17,9 @@ void describe_planes(GstBuffer* buffer, const GstVideoInfo& info, cipc::Frame& f
 }
 
 guint plane_rows(const GstVideoInfo& info, guint plane) {
+  // A palette plane (RGB8P) holds no component: GstVideoInfo lays it out as
+  // 256 entries of 4 bytes (stride 4), whatever the picture's height (issue 24, defect 4).
+  if (plane == 1 && GST_VIDEO_FORMAT_INFO_HAS_PALETTE(info.finfo)) return kPaletteEntries;
   // The first component stored in this plane gives the plane's height.
   gint comp[GST_VIDEO_MAX_COMPONENTS];
   gst_video_format_info_component(info.finfo, plane, comp);

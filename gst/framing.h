@@ -16,7 +16,11 @@ namespace cipc_gst {
 // the payload size into `frame`.
 void describe_planes(GstBuffer* buffer, const GstVideoInfo& info, cipc::Frame& frame);
 
-// Rows in `plane` of a frame of `info` (chroma planes may have fewer).
+// Entries (rows of GstVideoInfo's stride 4) of a palette format's plane 1.
+constexpr guint kPaletteEntries = 256;
+
+// Rows in `plane` of a frame of `info` (chroma planes may have fewer; a palette has
+// kPaletteEntries).
 guint plane_rows(const GstVideoInfo& info, guint plane);
 
 // Consumer side: checks that the producer's layout keeps every plane of `info` inside

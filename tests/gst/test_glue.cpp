@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstring>
 #include <mutex>
 
 #include "framing.h"
@@ -87,6 +88,119 @@ TEST_F(Glue, ConsumerRejectsLayoutsThatLeaveTheFrame) {
   EXPECT_FALSE(cipc_gst::validate_planes(no_layout_small, i420, &layout, &why));
   no_layout_small.size = f.size;
   EXPECT_TRUE(cipc_gst::validate_planes(no_layout_small, i420, &layout, &why));
+}
+
+// Issue 24, defect 4: RGB8P frames taller than 256 rows were refused, the palette plane being
+// taken for `height` rows. Every format GStreamer knows, at sizes up to 8K: the default layout
+// and a padded one (wider strides, gaps between planes) are described, validated and accepted;
+// up to 1080p a frame's pixels also survive producer -> bytes -> consumer bit-exact.
+TEST_F(Glue, EveryFormatAtEverySizeDescribesValidatesAndRoundTrips) {
+  struct Size {
+    guint w, h;
+  };
+  const Size sizes[] = {{1, 1}, {64, 256}, {64, 300}, {641, 479}, {1920, 1080}, {7680, 4320}};
+  int formats = 0, checked = 0, round_trips = 0;
+  // GStreamer 1.22 has no GST_VIDEO_FORMAT_LAST: the enum ends after the highest raw format.
+  guint n_raw = 0;
+  const GstVideoFormat* raw = gst_video_formats_raw(&n_raw);
+  int last = 0;
+  for (guint i = 0; i < n_raw; ++i) last = MAX(last, int(raw[i]));
+  for (int f = GST_VIDEO_FORMAT_I420; f <= last; ++f) {
+    const auto format = static_cast<GstVideoFormat>(f);
+    const GstVideoFormatInfo* finfo = gst_video_format_get_info(format);
+    if (finfo == nullptr || GST_VIDEO_FORMAT_INFO_FORMAT(finfo) == GST_VIDEO_FORMAT_UNKNOWN)
+      continue;
+    ++formats;
+    for (const Size& sz : sizes) {
+      GstVideoInfo info;
+      if (!gst_video_info_set_format(&info, format, sz.w, sz.h)) continue;
+      const std::string name = std::string(gst_video_format_to_string(format)) + " " +
+                               std::to_string(sz.w) + "x" + std::to_string(sz.h);
+      const guint n = GST_VIDEO_INFO_N_PLANES(&info);
+      const bool tiled = GST_VIDEO_FORMAT_INFO_IS_TILED(finfo);
+      // Big frames: lazily mapped host memory, never touched above 1080p.
+      GstBuffer* plain = gst_buffer_new_allocate(nullptr, GST_VIDEO_INFO_SIZE(&info), nullptr);
+      cipc::Frame frame;
+      cipc_gst::describe_planes(plain, info, frame);
+      GstVideoInfo layout;
+      std::string why;
+      EXPECT_TRUE(cipc_gst::validate_planes(frame, info, &layout, &why)) << name << ": " << why;
+      gst_buffer_unref(plain);
+      ++checked;
+      if (tiled) continue;  // tiled formats must keep the default layout
+      // The producer's padded layout, planes in order with 64 spare bytes each.
+      gsize offsets[GST_VIDEO_MAX_PLANES] = {};
+      gint strides[GST_VIDEO_MAX_PLANES] = {};
+      gsize total = 0;
+      for (guint p = 0; p < n; ++p) {
+        strides[p] = GST_VIDEO_INFO_PLANE_STRIDE(&info, p) + 64;
+        offsets[p] = total;
+        total += gsize(strides[p]) * cipc_gst::plane_rows(info, p) + 64;
+      }
+      const bool small = uint64_t(sz.w) * sz.h <= 1920 * 1080;
+      GstBuffer* padded = gst_buffer_new_allocate(nullptr, total, nullptr);
+      gst_buffer_add_video_meta_full(padded, GST_VIDEO_FRAME_FLAG_NONE, format, sz.w, sz.h, n,
+                                     offsets, strides);
+      cipc::Frame pf;
+      cipc_gst::describe_planes(padded, info, pf);
+      ASSERT_TRUE(cipc_gst::validate_planes(pf, info, &layout, &why)) << name << ": " << why;
+      for (guint p = 0; p < n; ++p) {
+        EXPECT_EQ(layout.offset[p], offsets[p]) << name;
+        EXPECT_EQ(layout.stride[p], strides[p]) << name;
+      }
+      if (small) {
+        // Producer: random pixels copied into the padded slot.
+        GstBuffer* source = gst_buffer_new_allocate(nullptr, GST_VIDEO_INFO_SIZE(&info), nullptr);
+        GstMapInfo m;
+        ASSERT_TRUE(gst_buffer_map(source, &m, GST_MAP_WRITE));
+        uint32_t x = 2463534242u + f;
+        for (gsize i = 0; i < m.size; ++i) {
+          x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+          m.data[i] = uint8_t(x);
+        }
+        gst_buffer_unmap(source, &m);
+        GstVideoFrame src, slot, out, expected;
+        ASSERT_TRUE(gst_video_frame_map(&src, &info, source, GST_MAP_READ)) << name;
+        ASSERT_TRUE(gst_video_frame_map(&slot, &info, padded, GST_MAP_WRITE)) << name;
+        ASSERT_TRUE(gst_video_frame_copy(&slot, &src)) << name;
+        gst_video_frame_unmap(&slot);
+        // Consumer: the slot's bytes with a meta of the validated layout, as cudasrc-ipc does.
+        GstBuffer* received = gst_buffer_copy_deep(padded);
+        gst_buffer_remove_meta(received, GST_META_CAST(gst_buffer_get_video_meta(received)));
+        gst_buffer_add_video_meta_full(received, GST_VIDEO_FRAME_FLAG_NONE, format, sz.w, sz.h, n,
+                                       layout.offset, layout.stride);
+        GstBuffer* a = gst_buffer_new_allocate(nullptr, GST_VIDEO_INFO_SIZE(&info), nullptr);
+        GstBuffer* b = gst_buffer_new_allocate(nullptr, GST_VIDEO_INFO_SIZE(&info), nullptr);
+        gst_buffer_memset(a, 0, 0, GST_VIDEO_INFO_SIZE(&info));
+        gst_buffer_memset(b, 0, 0, GST_VIDEO_INFO_SIZE(&info));
+        GstVideoFrame in;
+        ASSERT_TRUE(gst_video_frame_map(&in, &info, received, GST_MAP_READ)) << name;
+        ASSERT_TRUE(gst_video_frame_map(&out, &info, a, GST_MAP_WRITE)) << name;
+        ASSERT_TRUE(gst_video_frame_map(&expected, &info, b, GST_MAP_WRITE)) << name;
+        ASSERT_TRUE(gst_video_frame_copy(&out, &in)) << name;
+        ASSERT_TRUE(gst_video_frame_copy(&expected, &src)) << name;
+        gst_video_frame_unmap(&in);
+        gst_video_frame_unmap(&out);
+        gst_video_frame_unmap(&expected);
+        gst_video_frame_unmap(&src);
+        GstMapInfo ma, mb;
+        ASSERT_TRUE(gst_buffer_map(a, &ma, GST_MAP_READ));
+        ASSERT_TRUE(gst_buffer_map(b, &mb, GST_MAP_READ));
+        EXPECT_EQ(memcmp(ma.data, mb.data, ma.size), 0) << name << ": pixels differ";
+        gst_buffer_unmap(a, &ma);
+        gst_buffer_unmap(b, &mb);
+        gst_buffer_unref(a);
+        gst_buffer_unref(b);
+        gst_buffer_unref(received);
+        gst_buffer_unref(source);
+        ++round_trips;
+      }
+      gst_buffer_unref(padded);
+    }
+  }
+  EXPECT_GT(formats, 100);
+  EXPECT_GT(checked, 5 * 100);
+  EXPECT_GT(round_trips, 4 * 90);
 }
 
 // Issue 17, defect 7: frames captured before the consumer's pipeline started all came out with
