@@ -664,6 +664,18 @@ class QuietProducer : public TwoProcess {
     }
     return "gst-launch-1.0";
   }
+  // A live 64x48 producer at `fps` (N or N/D) with the default release-timeout.
+  Process& small_producer(const std::string& sock, const std::string& fps,
+                          const std::string& stats_every_ms) {
+    return producer("producer", {"--socket", sock, "--fps", fps, "--width", "64", "--height", "48",
+                                 "--stats-every-ms", stats_every_ms});
+  }
+  static bool sent_at_least(Process& prod, uint64_t frames) {
+    return bool(prod.wait_line_after(
+        0, "STATS-TICK",
+        [&](const std::string& l) { return stat_of(l, "frames-sent").value_or(0) >= frames; },
+        kEventTimeout));
+  }
   // The producer's newest STATS-TICK after `from` (its line count), waiting up to 5 s for one.
   static std::string tick_after(Process& prod, size_t from) {
     const auto tick = prod.wait_line_after(
@@ -688,14 +700,10 @@ class QuietProducer : public TwoProcess {
 TEST_F(QuietProducer, FrameEveryFiveSecondsStreamsAMinuteWithTheDefaultReleaseTimeout) {
   const std::string sock = path("slow.sock");
   // Default release-timeout (2000 ms), a fifth of a frame per second.
-  Process& prod = producer("producer", {"--socket", sock, "--fps", "1/5", "--width", "64",
-                                        "--height", "48", "--stats-every-ms", "1000"});
+  Process& prod = small_producer(sock, "1/5", "1000");
   Process& cons = fakesink_consumer("consumer", sock);
   const auto start = Clock::now();
-  ASSERT_TRUE(prod.wait_line_after(
-      0, "STATS-TICK",
-      [](const std::string& l) { return stat_of(l, "frames-sent").value_or(0) >= 1; },
-      kEventTimeout));
+  ASSERT_TRUE(sent_at_least(prod, 1));
   while (Clock::now() - start < seconds(60)) {
     std::this_thread::sleep_for(seconds(1));
     ASSERT_EQ(cons.wait_exit(milliseconds(1)), std::nullopt)
@@ -709,13 +717,9 @@ TEST_F(QuietProducer, FrameEveryFiveSecondsStreamsAMinuteWithTheDefaultReleaseTi
 
 TEST_F(QuietProducer, PausedForFiveSecondsKeepsItsConsumersAndItsEosReachesThem) {
   const std::string sock = path("paused.sock");
-  Process& prod = producer("producer", {"--socket", sock, "--fps", "30", "--width", "64",
-                                        "--height", "48", "--stats-every-ms", "200"});
+  Process& prod = small_producer(sock, "30", "200");
   Process& cons = fakesink_consumer("consumer", sock);
-  ASSERT_TRUE(prod.wait_line_after(
-      0, "STATS-TICK",
-      [](const std::string& l) { return stat_of(l, "frames-sent").value_or(0) >= 10; },
-      kEventTimeout));
+  ASSERT_TRUE(sent_at_least(prod, 10));
   prod.signal(SIGUSR1);
   ASSERT_TRUE(prod.wait_line("PAUSED", kEventTimeout));
   std::this_thread::sleep_for(seconds(5));
@@ -727,13 +731,9 @@ TEST_F(QuietProducer, PausedForFiveSecondsKeepsItsConsumersAndItsEosReachesThem)
 
 TEST_F(QuietProducer, StoppedForFiveSecondsKeepsItsConsumersWhenItContinues) {
   const std::string sock = path("stopped.sock");
-  Process& prod = producer("producer", {"--socket", sock, "--fps", "30", "--width", "64",
-                                        "--height", "48", "--stats-every-ms", "200"});
+  Process& prod = small_producer(sock, "30", "200");
   Process& cons = fakesink_consumer("consumer", sock);
-  ASSERT_TRUE(prod.wait_line_after(
-      0, "STATS-TICK",
-      [](const std::string& l) { return stat_of(l, "frames-sent").value_or(0) >= 10; },
-      kEventTimeout));
+  ASSERT_TRUE(sent_at_least(prod, 10));
   prod.signal(SIGSTOP);
   std::this_thread::sleep_for(seconds(5));
   prod.signal(SIGCONT);

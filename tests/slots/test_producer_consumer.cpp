@@ -365,6 +365,18 @@ class ProducerConsumer : public ::testing::Test {
 
   ProducerStats stats() const { return producer_->stats(); }
 
+  // A producer with this release-timeout and `slots` slots, and one consumer past its CAPS.
+  std::unique_ptr<Consumer> attach_with_release_timeout(uint32_t release_timeout_ms, size_t slots,
+                                                        uint32_t max_in_flight = 8) {
+    ProducerConfig cfg = config();
+    cfg.release_timeout_ms = release_timeout_ms;
+    start(cfg);
+    make_slots(slots);
+    auto c = connect(max_in_flight);
+    if (c) expect_caps(*c);
+    return c;
+  }
+
   TempDir dir_;
   const std::string path_ = dir_.file("producer.sock");
   HostMemoryBackend host_backend_;
@@ -764,13 +776,8 @@ TEST_P(EachBackend, StuckConsumerIsDisconnectedAfterReleaseTimeoutAndItsSlotsRet
 // that keeps a frame after a newer one was published is still evicted about release-timeout
 // after that newer frame.
 TEST_P(EachBackend, QuietProducerKeepsAConsumerHoldingItsNewestFrameUntilANewerOneExists) {
-  ProducerConfig cfg = config();
-  cfg.release_timeout_ms = 300;
-  start(cfg);
-  make_slots(3);
-  auto c = connect();
+  auto c = attach_with_release_timeout(300, 3);
   ASSERT_TRUE(c);
-  expect_caps(*c);
 
   ASSERT_EQ(publish(0, 1), 1u);
   ReceivedFrame newest = expect_frame(*c, 0, 1);
@@ -794,13 +801,8 @@ TEST_P(EachBackend, QuietProducerKeepsAConsumerHoldingItsNewestFrameUntilANewerO
 }
 
 TEST_P(EachBackend, ConsumerThatReleasesWhenANewerFrameComesIsNeverEvictedAtAnyRate) {
-  ProducerConfig cfg = config();
-  cfg.release_timeout_ms = 200;
-  start(cfg);
-  make_slots(2);
-  auto c = connect();
+  auto c = attach_with_release_timeout(200, 2);
   ASSERT_TRUE(c);
-  expect_caps(*c);
   // One frame every 2.5 release-timeouts; the consumer keeps the newest, as a video sink does.
   ReceivedFrame kept;
   for (uint8_t i = 0; i < 4; ++i) {
@@ -818,13 +820,8 @@ TEST_P(EachBackend, ConsumerThatReleasesWhenANewerFrameComesIsNeverEvictedAtAnyR
 // nothing newer was published: a consumer that keeps its only frame then leaves at
 // release-timeout, which ends the wait.
 TEST_P(EachBackend, BackpressureWaitStartsTheClockOfAConsumersOnlyFrame) {
-  ProducerConfig cfg = config();
-  cfg.release_timeout_ms = 300;
-  start(cfg);
-  make_slots(2);
-  auto c = connect(1);
+  auto c = attach_with_release_timeout(300, 2, 1);
   ASSERT_TRUE(c);
-  expect_caps(*c);
   ASSERT_EQ(publish(0, 1), 1u);
   ReceivedFrame only = expect_frame(*c, 0, 1);
   std::this_thread::sleep_for(std::chrono::milliseconds(700));
@@ -840,13 +837,8 @@ TEST_P(EachBackend, BackpressureWaitStartsTheClockOfAConsumersOnlyFrame) {
 }
 
 TEST_P(EachBackend, WriterWaitingForASlotStartsTheClockOfHeldFrames) {
-  ProducerConfig cfg = config();
-  cfg.release_timeout_ms = 300;
-  start(cfg);
-  make_slots(2);
-  auto c = connect();
+  auto c = attach_with_release_timeout(300, 2);
   ASSERT_TRUE(c);
-  expect_caps(*c);
   ASSERT_EQ(publish(0, 1), 1u);
   ReceivedFrame only = expect_frame(*c, 0, 1);
   std::this_thread::sleep_for(std::chrono::milliseconds(700));
