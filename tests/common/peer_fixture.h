@@ -70,12 +70,6 @@ class PeerFixture : public ::testing::Test {
                  const std::vector<std::string>& args) {
     std::vector<std::string> argv{peer_, mode};
     argv.insert(argv.end(), args.begin(), args.end());
-    return run_command(name, argv);
-  }
-
-  // Any program (argv[0] a full path), with the same registry and plugin path as the peers:
-  // gst-launch-1.0 as a user runs it, for example.
-  Process& run_command(const std::string& name, const std::vector<std::string>& argv) {
     processes_.push_back(std::make_unique<Process>(
         name, argv,
         std::map<std::string, std::string>{{"GST_REGISTRY", path("registry.bin")},

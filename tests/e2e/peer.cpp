@@ -6,6 +6,8 @@
 //                 uploads each frame into exportable CUDA slots)
 //   consume       cudasrc-ipc ! appsink (any memory: a CUDA producer's slots themselves, mapped
 //                 for the CPU through a download; --system-memory: one DtoH copy per frame)
+//   launch        any pipeline description, run as gst-launch-1.0 runs it (in this binary, so
+//                 that it is built with the tests' sanitizers)
 //   raw-hello     a consumer speaking the raw protocol (ipc/), HELLO at any version
 //   fake-producer a raw listener that answers HELLO with a WELCOME at any version
 //
@@ -794,6 +796,58 @@ int run_consume(const Args& a) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// launch: a pipeline description run as gst-launch-1.0 runs it, inside this (possibly
+// sanitizer-instrumented) binary, so that a test can use any sink exactly as a user would.
+
+int usage();
+
+int run_launch(int argc, char** argv) {
+  std::string description;
+  for (int i = 2; i < argc; ++i)
+    description += std::string(description.empty() ? "" : " ") + argv[i];
+  if (description.empty()) return usage();
+  struct sigaction sa {};
+  sa.sa_handler = consumer_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  GError* error = nullptr;
+  GstElement* pipeline = gst_parse_launch(description.c_str(), &error);
+  if (!pipeline || error) {
+    out_line(std::string("ERROR cannot build the pipeline: ") +
+             (error ? error->message : "unknown reason"));
+    g_clear_error(&error);
+    if (pipeline) gst_object_unref(pipeline);
+    return kExitUsage;
+  }
+  int code = kExitOk;
+  if (gst_element_set_state(pipeline, GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE) {
+    drain_errors(pipeline);
+    code = kExitPipelineError;
+  } else {
+    out_line("STARTED");
+    GstBus* bus = gst_element_get_bus(pipeline);
+    while (!g_consumer_signalled) {
+      GstMessage* msg = gst_bus_timed_pop_filtered(
+          bus, 100 * GST_MSECOND,
+          static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR | GST_MESSAGE_WARNING));
+      if (!msg) continue;
+      const GstMessageType type = GST_MESSAGE_TYPE(msg);
+      if (type == GST_MESSAGE_EOS)
+        out_line("EOS");
+      else
+        out_line(std::string(type == GST_MESSAGE_ERROR ? "ERROR " : "WARNING ") + bus_text(msg));
+      gst_message_unref(msg);
+      if (type == GST_MESSAGE_ERROR) code = kExitPipelineError;
+      if (type != GST_MESSAGE_WARNING) break;
+    }
+    gst_object_unref(bus);
+  }
+  gst_element_set_state(pipeline, GST_STATE_NULL);
+  gst_object_unref(pipeline);
+  return code;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Raw protocol peers
 
 const char* type_name(const std::vector<uint8_t>& bytes) {
@@ -942,6 +996,7 @@ int usage() {
           "          [--hold-ms M] [--timeout-s T] [--max-in-flight M] [--connect-timeout MS]\n"
           "          [--reconnect-interval MS] [--stats-every-ms MS] [--system-memory]\n"
           "          [--sleep-us US (identity sleep-time: a slow consumer)]\n"
+          "  launch PIPELINE-DESCRIPTION (as gst-launch-1.0; prints STARTED, EOS, ERROR, WARNING)\n"
           "  raw-hello --socket PATH [--version V] [--timeout-ms T]\n"
           "  fake-producer --socket PATH [--version V] [--timeout-ms T]\n");
   return kExitUsage;
@@ -954,6 +1009,12 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   if (argc < 2) return usage();
   const std::string mode = argv[1];
+  if (mode == "launch") {
+    gst_init(&argc, &argv);
+    const int code = run_launch(argc, argv);
+    gst_deinit();
+    return code;
+  }
   const Args args(argc, argv,
                   {"wait-for-consumer", "lockstep", "swap-uv", "reconnect", "system-memory"});
   if (!args.bad().empty()) {
