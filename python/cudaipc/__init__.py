@@ -36,7 +36,7 @@ tensor from the frame. Keep a copy, not the frame, to hold a picture for long.
 Lifetimes. A frame holds the producer's slot: until it is released the producer does not write
 into it, and the frame counts against the reader's max_in_flight (a reader holding that many
 frames receives nothing more, and next() times out; a frame held longer than the producer's
-release-timeout gets the reader disconnected). It is released by
+release-timeout gets the reader disconnected: DisconnectedError). It is released by
 
 - frame.release(stream=None) or leaving `with frame:`, explicitly. Arrays made from the frame
   must not be used after that (they would read whatever the producer writes next);
@@ -64,15 +64,20 @@ run on whatever thread frees the tensor.
 Errors: cudaipc.Error (.status, .status_name, .message: the library's sentence), with one
 subclass per status: NoProducerError, RefusedError, ProtocolError, CudaError, SystemCallError,
 UnsupportedError, InvalidArgumentError (also a ValueError), EndOfStream and Interrupted (which
-iterating over a reader turns into the end of the loop). A pure-Python DLPack deleter cannot keep
-an exception being raised while a tensor is freed (see cudaipc._dlpack): on such paths the
-caller sees a SystemError, the original is printed as "Exception ignored", and the frame is still
-released.
+iterating over a reader turns into the end of the loop), and DisconnectedError (.reason): the
+stream was cut rather than ended - the producer disconnected the reader (a frame held past its
+release-timeout, its ERROR) or vanished without ending the stream; it ends a loop over the reader
+by propagating. After EndOfStream or DisconnectedError every next() raises it again.
+
+A pure-Python DLPack deleter cannot keep an exception being raised while a tensor is freed (see
+cudaipc._dlpack): on such paths the caller sees a SystemError, the original is printed as
+"Exception ignored", and the frame is still released.
 """
 
 from ._capi import (  # noqa: F401 - the public names
     END,
     ERROR_CUDA,
+    ERROR_DISCONNECTED,
     ERROR_INVALID_ARGUMENT,
     ERROR_NO_PRODUCER,
     ERROR_PROTOCOL,
@@ -89,6 +94,7 @@ from ._capi import (  # noqa: F401 - the public names
     STREAM_PER_THREAD,
     TIMEOUT,
     CudaError,
+    DisconnectedError,
     EndOfStream,
     Error,
     Interrupted,
@@ -115,19 +121,21 @@ def status_name(status):
 
 
 # Public classes show as cudaipc.X (in tracebacks, repr), not by the private module they live in.
-for _public in (Reader, Frame, FrameInfo, Plane, Error, EndOfStream, Interrupted,
-                InvalidArgumentError, NoProducerError, RefusedError, ProtocolError, CudaError,
-                SystemCallError, UnsupportedError, LibraryNotFoundError):
+for _public in (Reader, Frame, FrameInfo, Plane, Error, EndOfStream, DisconnectedError,
+                Interrupted, InvalidArgumentError, NoProducerError, RefusedError, ProtocolError,
+                CudaError, SystemCallError, UnsupportedError, LibraryNotFoundError):
     _public.__module__ = __name__
 del _public
 
 __all__ = [
     "Reader", "Frame", "FrameInfo", "Plane", "library_version", "status_name",
-    "Error", "EndOfStream", "Interrupted", "InvalidArgumentError", "NoProducerError",
-    "RefusedError", "ProtocolError", "CudaError", "SystemCallError", "UnsupportedError",
+    "Error", "EndOfStream", "DisconnectedError", "Interrupted", "InvalidArgumentError",
+    "NoProducerError", "RefusedError", "ProtocolError", "CudaError", "SystemCallError",
+    "UnsupportedError",
     "LibraryNotFoundError",
     "OK", "TIMEOUT", "END", "INTERRUPTED", "ERROR_INVALID_ARGUMENT", "ERROR_NO_PRODUCER",
     "ERROR_REFUSED", "ERROR_PROTOCOL", "ERROR_CUDA", "ERROR_SYSTEM", "ERROR_UNSUPPORTED",
+    "ERROR_DISCONNECTED",
     "FRAME_DISCONT", "FRAME_DELTA_UNIT", "FRAME_GAP", "FRAME_LIVE",
     "STREAM_LEGACY", "STREAM_PER_THREAD",
 ]

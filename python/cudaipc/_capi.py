@@ -26,6 +26,7 @@ ERROR_PROTOCOL = -4
 ERROR_CUDA = -5
 ERROR_SYSTEM = -6
 ERROR_UNSUPPORTED = -7
+ERROR_DISCONNECTED = -8
 
 # What cudaipc_status_name() says, for errors raised before the library is loaded.
 STATUS_NAMES = {
@@ -40,6 +41,7 @@ STATUS_NAMES = {
     ERROR_CUDA: "CUDA error",
     ERROR_SYSTEM: "system error",
     ERROR_UNSUPPORTED: "unsupported",
+    ERROR_DISCONNECTED: "disconnected",
 }
 
 # cudaipc_memory
@@ -142,7 +144,18 @@ class Error(Exception):
 
 
 class EndOfStream(Error):
-    """The stream ended: the producer sent end-of-stream, or went away (without reconnect)."""
+    """The stream ended: the producer sent end-of-stream, or stopped (without reconnect)."""
+
+
+class DisconnectedError(Error):
+    """The stream was cut, not ended (without reconnect): the producer disconnected this reader
+    (a frame held past its release-timeout, or its ERROR) or vanished without ending the stream
+    (a crash, a kill). `reason` (also `message`) says which. Iterating over a reader raises it,
+    unlike EndOfStream."""
+
+    @property
+    def reason(self):
+        return self.message
 
 
 class Interrupted(Error):
@@ -188,6 +201,7 @@ _ERROR_TYPES = {
     ERROR_CUDA: CudaError,
     ERROR_SYSTEM: SystemCallError,
     ERROR_UNSUPPORTED: UnsupportedError,
+    ERROR_DISCONNECTED: DisconnectedError,
 }
 
 

@@ -238,6 +238,31 @@ class Plane(_ArrayExports):
                 f"offset={self.offset} stride={self.stride}>")
 
 
+class _FrameHandle:
+    """Owns one cudaipc_frame*. cudaipc_reader_next() writes the pointer straight into
+    `pointer`, so that no frame is ever without an owner - not even between the C call's return
+    and the Frame that wraps it, where a KeyboardInterrupt lands when Ctrl-C came during the
+    wait. Dropped while it still owns a frame, it releases it (on `release_stream`)."""
+
+    __slots__ = ("pointer", "release_stream", "_release")
+
+    def __init__(self):
+        self.pointer = ctypes.c_void_p()
+        self.release_stream = None  # Frame sets the legacy default stream for CUDA frames
+        self._release = _capi.lib().cudaipc_frame_release  # bound now: no Python call later
+
+    def release(self, stream):
+        """Gives the frame back (once; a no-op afterwards); returns the library's status."""
+        # No call between taking the pointer and handing it over: CPython runs signal handlers
+        # only at calls and loops, so a KeyboardInterrupt cannot leave it taken but unreleased.
+        pointer, self.pointer.value = self.pointer.value, None
+        return self._release(pointer, stream) if pointer else _capi.OK
+
+    def __del__(self):
+        if self.pointer:
+            self.release(self.release_stream)
+
+
 def _info_property(name):
     return property(lambda self: getattr(self._info, name), doc=f"FrameInfo.{name}")
 
@@ -251,7 +276,7 @@ class Frame(_ArrayExports):
     """
 
     __slots__ = ("_handle", "_lock", "_info", "_layouts", "_why", "_ready_on_legacy",
-                 "__weakref__")
+                 "__weakref__")  # _handle: the _FrameHandle; dropping it releases the frame
 
     width = _info_property("width")
     height = _info_property("height")
@@ -268,19 +293,17 @@ class Frame(_ArrayExports):
     size = _info_property("size")
 
     def __init__(self, handle):
-        """Internal: Reader.next() makes frames. Takes ownership of `handle` (cudaipc_frame*)."""
+        """Internal: Reader.next() makes frames. Shares `handle` (a _FrameHandle) with the
+        caller, which releases it if this raises."""
         self._handle = handle
         self._lock = threading.Lock()
         self._ready_on_legacy = False
         c_info = _capi.spare_struct(_capi.FrameInfo)
-        lib = _capi.lib()
-        status = lib.cudaipc_frame_get_info(handle, c_info)
-        if status != _capi.OK:
-            error = _capi.error_for(status, _capi.last_error())
-            self._handle = None
-            lib.cudaipc_frame_release(handle, None)  # nothing has read it
-            raise error
+        _capi.check(_capi.lib().cudaipc_frame_get_info(handle.pointer, c_info))
         self._info = _info_from_c(c_info)
+        if self._info.memory == "cuda":
+            # Dropped unreleased: after the work on the legacy default stream, as release() does.
+            handle.release_stream = _capi.STREAM_LEGACY
         self._layouts, self._why = _formats.plane_layouts(self._info)
 
     @property
@@ -290,7 +313,7 @@ class Frame(_ArrayExports):
 
     @property
     def released(self):
-        return self._handle is None
+        return not self._handle.pointer
 
     @property
     def planes(self):
@@ -313,7 +336,7 @@ class Frame(_ArrayExports):
         return self._layouts[0]
 
     def _check_held(self):
-        if self._handle is None:
+        if not self._handle.pointer:
             raise ValueError("the frame was released: its memory is the producer's again")
 
     def _ready_on_legacy_stream(self):
@@ -328,7 +351,8 @@ class Frame(_ArrayExports):
         with self._lock:
             self._check_held()
             handle = stream_handle(stream)
-            _capi.check(_capi.lib().cudaipc_frame_wait_ready(self._handle, handle or None))
+            status = _capi.lib().cudaipc_frame_wait_ready(self._handle.pointer, handle or None)
+            _capi.check(status)
 
     def release(self, stream=None):
         """Gives the frame back to the producer. Idempotent; any thread.
@@ -343,15 +367,13 @@ class Frame(_ArrayExports):
         Arrays made from the frame must not be used afterwards: they would read the producer's
         next frames. Letting them (and the frame) go releases it safely instead.
         """
-        with self._lock:
-            handle, self._handle = self._handle, None
-        if handle is None:
-            return
         release_on = None
         if self._info.memory == "cuda":
             # NULL would tell the library that no GPU work reads the frame.
             release_on = stream_handle(stream) or _capi.STREAM_LEGACY
-        _capi.check(_capi.lib().cudaipc_frame_release(handle, release_on))
+        with self._lock:  # not while wait_ready() uses the frame on another thread
+            status = self._handle.release(release_on)
+        _capi.check(status)
 
     def __enter__(self):
         return self
@@ -359,15 +381,10 @@ class Frame(_ArrayExports):
     def __exit__(self, *exc):
         self.release()
 
-    def __del__(self):
-        if getattr(self, "_handle", None) is not None:
-            try:
-                self.release()
-            except Exception:  # noqa: BLE001 - nothing to report to at garbage collection
-                pass
+    # No __del__: the _FrameHandle releases the frame when the last reference goes.
 
     def __repr__(self):
-        state = "released" if self._handle is None else self.memory
+        state = "released" if self.released else self.memory
         return (f"<cudaipc.Frame #{self.sequence} {self.format} {self.width}x{self.height} "
                 f"{state} offset={self.offset}>")
 
@@ -398,11 +415,15 @@ class Reader:
                             ("reconnect_interval_ms", reconnect_interval_ms)):
             if not 0 <= int(value) < 1 << 32:
                 raise ValueError(f"{name} must be between 0 and 2**32-1, not {value!r}")
+        encoded_path = None if socket_path is None else os.fsencode(socket_path)
+        if encoded_path is not None and b"\0" in encoded_path:
+            # C would stop at the NUL and connect to the shorter path; open() refuses it too.
+            raise ValueError(f"socket_path contains a NUL byte: {socket_path!r}")
         self.socket_path = None if socket_path is None else os.fsdecode(socket_path)
         lib = _capi.lib()
         options = _capi.spare_struct(_capi.ReaderOptions)
         lib.cudaipc_reader_options_init(options)
-        options.socket_path = None if socket_path is None else os.fsencode(socket_path)
+        options.socket_path = encoded_path
         options.memory = _MEMORY_OPTIONS[memory]
         options.cuda_device = int(cuda_device)
         options.max_in_flight = int(max_in_flight)
@@ -417,32 +438,45 @@ class Reader:
     def next(self, timeout_ms=-1):
         """The next frame; None if none came within timeout_ms (< 0: wait as long as it takes).
 
-        Raises EndOfStream when the stream ended, Interrupted after interrupt() or close(), and
-        another Error when the stream failed.
+        Raises EndOfStream when the producer ended the stream, DisconnectedError when the stream
+        was cut (evicted, or the producer vanished), Interrupted after interrupt() or close(),
+        and another Error when the stream failed. After EndOfStream or DisconnectedError every
+        next() raises it again.
         """
         if self._handle is None:
             raise ValueError("the reader is closed")
         deadline = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
-        frame_out = ctypes.c_void_p()
+        # The library writes the frame into its owner: an exception anywhere from the C call's
+        # return on (Ctrl-C's KeyboardInterrupt) cannot leave a frame nobody releases.
+        frame_handle = _FrameHandle()
         lib = _capi.lib()
-        while True:
-            wait_ms = _SLICE_MS
-            if deadline is not None:
-                wait_ms = min(_SLICE_MS, max(0, math.ceil((deadline - time.monotonic()) * 1000)))
-            with self._call_lock:
-                handle = self._handle
-                if handle is None:  # close() on another thread, between two waits
-                    raise _capi.Interrupted(_capi.INTERRUPTED, "the reader was closed")
-                status = lib.cudaipc_reader_next(handle, wait_ms, ctypes.byref(frame_out))
-                if status == _capi.OK:
-                    return Frame(frame_out.value)
-                if status != _capi.TIMEOUT:
-                    raise _capi.error_for(status, _capi.last_error())
-            if deadline is not None and time.monotonic() >= deadline:
-                return None
+        try:
+            while True:
+                wait_ms = _SLICE_MS
+                if deadline is not None:
+                    left_ms = math.ceil((deadline - time.monotonic()) * 1000)
+                    wait_ms = min(_SLICE_MS, max(0, left_ms))
+                with self._call_lock:
+                    handle = self._handle
+                    if handle is None:  # close() on another thread, between two waits
+                        raise _capi.Interrupted(_capi.INTERRUPTED, "the reader was closed")
+                    status = lib.cudaipc_reader_next(handle, wait_ms,
+                                                     ctypes.byref(frame_handle.pointer))
+                    if status == _capi.OK:
+                        return Frame(frame_handle)
+                    if status != _capi.TIMEOUT:
+                        raise _capi.error_for(status, _capi.last_error())
+                if deadline is not None and time.monotonic() >= deadline:
+                    return None
+        except BaseException:
+            # A frame that never reached the caller goes back now, not when the traceback (which
+            # a REPL keeps) lets its handle go; nothing on a GPU can have read it.
+            frame_handle.release(None)
+            raise
 
     def __iter__(self):
-        """Frames until the stream ends (or interrupt()/close()); raises Error if it fails."""
+        """Frames until the stream ends (or interrupt()/close()); raises Error if it fails,
+        DisconnectedError if it was cut."""
         while True:
             try:
                 frame = self.next()
