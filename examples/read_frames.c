@@ -21,10 +21,12 @@
  * returns (connect_timeout_ms, 5 s): there is no reader to interrupt yet.
  *
  * Exit status:
- *   0    FRAMES frames read, or the stream ended (EOS, or the producer left)
+ *   0    FRAMES frames read, or the stream ended (EOS, or the producer stopped)
  *   1    bad arguments
  *   2    could not attach: no producer, refused (user, version, memory kind, GPU), unsupported
  *   3    the stream failed while reading (protocol error, CUDA error, ...)
+ *   4    the stream was cut: the producer disconnected us (a frame held past its
+ *        release-timeout, its error) or vanished without ending the stream
  *   128+N  stopped by signal N (130: Ctrl-C, 143: SIGTERM), after releasing every frame
  */
 #define _POSIX_C_SOURCE 200809L
@@ -43,6 +45,7 @@ enum {
   EXIT_USAGE = 1,
   EXIT_NO_STREAM = 2,
   EXIT_STREAM_FAILED = 3,
+  EXIT_DISCONNECTED = 4,
   EXIT_SIGNALLED = 128, /* + the signal number, as shells report it */
 };
 
@@ -129,6 +132,10 @@ static int read_frames(cudaipc_reader* reader, uint64_t wanted, read_totals* tot
     if (status == CUDAIPC_END) {
       printf("The stream ended: %s.\n", cudaipc_last_error());
       return EXIT_DONE;
+    }
+    if (status == CUDAIPC_ERROR_DISCONNECTED) {
+      fprintf(stderr, "The stream was cut: %s.\n", cudaipc_last_error());
+      return EXIT_DISCONNECTED;
     }
     if (status != CUDAIPC_OK) {
       fprintf(stderr, "Reading a frame failed (%s): %s.\n", cudaipc_status_name(status),

@@ -72,6 +72,7 @@ ClientEvent ConsumerClient::attach(uint64_t deadline_ns) {
 ClientEvent ConsumerClient::lose(const ConsumerEvent& event) {
   ClientEvent out;
   out.error = event.error;
+  out.parting = event.parting;
   const bool protocol = event.kind == ConsumerEvent::Kind::kError;
   disconnect();
   if (protocol && event.error.code != ErrorCode::kProtocol) {

@@ -46,6 +46,9 @@ struct ClientEvent {
   Failure failure = Failure::kNoProducer;  // kFailed
   bool new_instance = false;               // kAttached
   bool after_loss = false;  // kFailed with kNoProducer: the producer had been there before
+  // kEnded, kLost and kFailed after attaching: what the producer said as it left (a stop, an
+  // eviction, an ERROR, or nothing: it vanished).
+  ConsumerEvent::Parting parting = ConsumerEvent::Parting::kNothing;
 };
 
 class ConsumerClient {

@@ -337,10 +337,14 @@ bool Consumer::handle(Packet& packet, ConsumerEvent& out) {
       link_->channel.shutdown();
       out.kind = ConsumerEvent::Kind::kClosed;
       const uint32_t reason = std::get<Bye>(m.body).reason;
+      out.parting = reason == Bye::kShutdown ? ConsumerEvent::Parting::kStopped
+                                             : ConsumerEvent::Parting::kEvicted;
       out.error = Error{ErrorCode::kClosed,
                         reason == Bye::kTimeout
                             ? "the producer disconnected this consumer: it held a frame longer "
                               "than the producer's release-timeout"
+                        : reason == Bye::kProtocolError
+                            ? "the producer disconnected this consumer for breaking the protocol"
                             : "the producer stopped"};
       return true;
     }
@@ -350,6 +354,7 @@ bool Consumer::handle(Packet& packet, ConsumerEvent& out) {
       link_->channel.shutdown();
       out.kind = ConsumerEvent::Kind::kError;
       out.error = from_error_message(std::get<ErrorMessage>(m.body));
+      out.parting = ConsumerEvent::Parting::kError;
       return true;
     }
     default:

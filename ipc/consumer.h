@@ -77,6 +77,15 @@ struct ConsumerEvent {
   ReceivedFrame frame;                  // kFrame
   Caps caps;                            // kCaps
   Error error{ErrorCode::kClosed, {}};  // kClosed (why) and kError (what went wrong)
+  // kClosed and kError: what the producer said as it left, so that callers can tell a producer
+  // that stops from one that cut this consumer off.
+  enum class Parting {
+    kNothing,  // the connection just closed (a crash, a kill), or this consumer found a fault
+    kStopped,  // BYE shutdown: the producer is stopping
+    kEvicted,  // BYE release-timeout or protocol-error: the producer disconnected this consumer
+    kError,    // ERROR: the producer disconnected this consumer and said why
+  };
+  Parting parting = Parting::kNothing;
 };
 
 struct ConsumerStats {

@@ -13,7 +13,7 @@
  *     cudaipc_frame* frame = NULL;
  *     int status = cudaipc_reader_next(reader, 1000, &frame);
  *     if (status == CUDAIPC_TIMEOUT) continue;
- *     if (status != CUDAIPC_OK) break;                    // CUDAIPC_END or an error
+ *     if (status != CUDAIPC_OK) break;  // CUDAIPC_END, _ERROR_DISCONNECTED (cut off) or an error
  *     cudaipc_frame_info info;
  *     cudaipc_frame_get_info(frame, &info);
  *     cudaipc_frame_wait_ready(frame, stream);             // GPU waits; the CPU does not
@@ -25,8 +25,9 @@
  * Lifetimes: a frame is the producer's slot. Until it is released the producer will not write
  * into it, and it holds one of the reader's max_in_flight claims (a reader holding them all
  * receives nothing more; a frame held longer than the producer's release-timeout gets the reader
- * disconnected). Frames stay valid after cudaipc_reader_close() and after the producer is gone,
- * until released. Frame memory is read-only: writing into it faults (CUDA) or is refused.
+ * disconnected: next() returns CUDAIPC_ERROR_DISCONNECTED). Frames stay valid after
+ * cudaipc_reader_close() and after the producer is gone, until released. Frame memory is
+ * read-only: writing into it faults (CUDA) or is refused.
  *
  * Threads: a reader is used from one thread at a time, except cudaipc_reader_interrupt(),
  * which any thread may call. cudaipc_frame_release() may be called from any thread.
@@ -56,7 +57,7 @@ extern "C" {
 typedef enum {
   CUDAIPC_OK = 0,
   CUDAIPC_TIMEOUT = 1,     /* next(): no frame within timeout_ms (not an error) */
-  CUDAIPC_END = 2,         /* next(): the stream ended (EOS, or the producer left; no reconnect) */
+  CUDAIPC_END = 2,         /* next(): EOS, or the producer stopped; so does every later next() */
   CUDAIPC_INTERRUPTED = 3, /* next()/open(): cudaipc_reader_interrupt() was called */
   CUDAIPC_ERROR_INVALID_ARGUMENT = -1,
   CUDAIPC_ERROR_NO_PRODUCER = -2, /* nobody served the socket within connect_timeout_ms */
@@ -64,7 +65,11 @@ typedef enum {
   CUDAIPC_ERROR_PROTOCOL = -4,    /* the producer broke the protocol */
   CUDAIPC_ERROR_CUDA = -5,        /* a CUDA call failed */
   CUDAIPC_ERROR_SYSTEM = -6,      /* a system call failed or a limit was reached */
-  CUDAIPC_ERROR_UNSUPPORTED = -7  /* e.g. CUDA memory in a build without CUDA */
+  CUDAIPC_ERROR_UNSUPPORTED = -7, /* e.g. CUDA memory in a build without CUDA */
+  /* next(), no reconnect: the stream was cut, not ended - the producer disconnected this reader
+   * (a frame held past its release-timeout, its ERROR) or vanished without EOS (a crash, a
+   * kill). cudaipc_last_error() says which; every later next() returns this again. */
+  CUDAIPC_ERROR_DISCONNECTED = -8
 } cudaipc_status;
 
 typedef enum {

@@ -67,6 +67,10 @@ struct cudaipc_reader {
   std::shared_ptr<SharedCounters> counters = std::make_shared<SharedCounters>();
   cipc_libcudaipc::VideoCaps caps;
   bool has_caps = false;
+  // Once the stream is over (END or ERROR_DISCONNECTED) every later next() says so again,
+  // rather than timing out or quietly attaching to the producer again.
+  int final_status = CUDAIPC_OK;
+  std::string final_reason;
 };
 
 struct cudaipc_frame {
@@ -94,6 +98,7 @@ const char* cudaipc_status_name(int status) {
     case CUDAIPC_ERROR_CUDA: return "CUDA error";
     case CUDAIPC_ERROR_SYSTEM: return "system error";
     case CUDAIPC_ERROR_UNSUPPORTED: return "unsupported";
+    case CUDAIPC_ERROR_DISCONNECTED: return "disconnected";
   }
   return "unknown status";
 }
@@ -182,6 +187,20 @@ int cudaipc_reader_open(const cudaipc_reader_options* options, cudaipc_reader** 
   }
 }
 
+// The stream is over: says so now and on every later next().
+static int finish(cudaipc_reader* r, int status, std::string reason) {
+  r->final_status = status;
+  r->final_reason = reason;
+  return fail(status, std::move(reason));
+}
+
+// A stream that ended without the producer ending it: evicted, refused mid-stream, or gone.
+static int lost(cudaipc_reader* r, const cipc::ClientEvent& ev) {
+  if (ev.parting == cipc::ConsumerEvent::Parting::kNothing)
+    return finish(r, CUDAIPC_ERROR_DISCONNECTED, "lost the producer: " + ev.error.message);
+  return finish(r, CUDAIPC_ERROR_DISCONNECTED, ev.error.message);
+}
+
 static int fill_frame(cudaipc_reader* r, cipc::ReceivedFrame& received, cudaipc_frame** out) {
   std::unique_ptr<cudaipc_frame> f(new (std::nothrow) cudaipc_frame);
   if (!f) return fail(CUDAIPC_ERROR_SYSTEM, "out of memory");
@@ -220,6 +239,7 @@ static int fill_frame(cudaipc_reader* r, cipc::ReceivedFrame& received, cudaipc_
 int cudaipc_reader_next(cudaipc_reader* r, int timeout_ms, cudaipc_frame** frame) {
   if (!r || !frame) return fail(CUDAIPC_ERROR_INVALID_ARGUMENT, "reader or frame is NULL");
   *frame = nullptr;
+  if (r->final_status != CUDAIPC_OK) return fail(r->final_status, r->final_reason);
   const uint64_t deadline =
       timeout_ms < 0 ? UINT64_MAX : cipc::monotonic_ns() + uint64_t(timeout_ms) * 1000000;
   for (;;) {
@@ -249,8 +269,12 @@ int cudaipc_reader_next(cudaipc_reader* r, int timeout_ms, cudaipc_frame** frame
       }
       case cipc::ClientEvent::Kind::kAttached:
       case cipc::ClientEvent::Kind::kLost: continue;
-      case cipc::ClientEvent::Kind::kEos: return fail(CUDAIPC_END, "the producer ended the stream");
-      case cipc::ClientEvent::Kind::kEnded: return fail(CUDAIPC_END, ev.error.message);
+      case cipc::ClientEvent::Kind::kEos:
+        return finish(r, CUDAIPC_END, "the producer ended the stream");
+      case cipc::ClientEvent::Kind::kEnded:
+        if (ev.parting == cipc::ConsumerEvent::Parting::kStopped)
+          return finish(r, CUDAIPC_END, ev.error.message);
+        return lost(r, ev);
       case cipc::ClientEvent::Kind::kTimeout: return fail(CUDAIPC_TIMEOUT, "no frame in time");
       case cipc::ClientEvent::Kind::kInterrupted:
         r->waker.clear();
@@ -258,6 +282,14 @@ int cudaipc_reader_next(cudaipc_reader* r, int timeout_ms, cudaipc_frame** frame
       case cipc::ClientEvent::Kind::kFailed:
         if (ev.failure == cipc::ClientEvent::Failure::kNoProducer)
           return fail(CUDAIPC_ERROR_NO_PRODUCER, "no producer: " + ev.error.message);
+        if (ev.parting == cipc::ConsumerEvent::Parting::kError) {
+          // The producer's ERROR: a refusal waiting would not change (version, memory, GPU,
+          // user) keeps its status; anything else cut a working stream.
+          const int status = status_of(ev.error);
+          if (status == CUDAIPC_ERROR_REFUSED || status == CUDAIPC_ERROR_UNSUPPORTED)
+            return fail(status, ev.error.message);
+          return lost(r, ev);
+        }
         return fail(ev.failure == cipc::ClientEvent::Failure::kMisbehaved ? CUDAIPC_ERROR_PROTOCOL
                                                                           : status_of(ev.error),
                     ev.error.message);

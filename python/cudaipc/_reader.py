@@ -259,8 +259,13 @@ class _FrameHandle:
         return self._release(pointer, stream) if pointer else _capi.OK
 
     def __del__(self):
-        if self.pointer:
-            self.release(self.release_stream)
+        # Python ignores an exception raised in __del__, so this calls no Python function (a
+        # signal's KeyboardInterrupt lands at calls) before the library has the frame back.
+        # `pointer` is missing when __init__ itself was interrupted.
+        pointer = getattr(self, "pointer", None)
+        if pointer:
+            taken, pointer.value = pointer.value, None
+            self._release(taken, self.release_stream)
 
 
 def _info_property(name):

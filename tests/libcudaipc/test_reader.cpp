@@ -231,6 +231,68 @@ TEST_F(Reader, HeldFramesOutliveTheReaderAndTheProducer) {
   EXPECT_EQ(cudaipc_frame_release(f, nullptr), CUDAIPC_OK);
 }
 
+// Issue 24, item 5: the end of a stream says how it ended, and says it again on every later call.
+TEST_F(Reader, AfterEndOfStreamEveryNextReturnsEndAgain) {
+  Process& prod = start_producer({"--frames", "2", "--fps", "0", "--wait-for-consumer"});
+  ASSERT_EQ(open(), CUDAIPC_OK) << cudaipc_last_error();
+  for (int i = 0; i < 2; ++i) {
+    cudaipc_frame* f = next_frame();
+    ASSERT_NE(f, nullptr);
+    cudaipc_frame_release(f, nullptr);
+  }
+  for (int call = 0; call < 3; ++call) {
+    cudaipc_frame* f = nullptr;
+    EXPECT_EQ(cudaipc_reader_next(reader_, 200, &f), CUDAIPC_END) << "call " << call;
+    EXPECT_EQ(f, nullptr);
+    EXPECT_NE(std::string(cudaipc_last_error()).find("ended the stream"), std::string::npos)
+        << cudaipc_last_error();
+  }
+  EXPECT_EQ(prod.wait_exit(kExitTimeout), std::optional<int>(0));
+}
+
+// An eviction is not an end of stream: the reader learns it was cut off, and why.
+TEST_F(Reader, EvictionIsDisconnectedWithTheProducersReasonNotEnd) {
+  start_producer(
+      {"--frames", "100", "--fps", "0", "--wait-for-consumer", "--release-timeout", "300"});
+  ASSERT_EQ(open(/*max_in_flight=*/1), CUDAIPC_OK) << cudaipc_last_error();
+  cudaipc_frame* held = next_frame();
+  ASSERT_NE(held, nullptr);
+  // The producer needs the only slot back for its next frame; we keep it past 300 ms.
+  std::this_thread::sleep_for(milliseconds(1500));
+  cudaipc_frame* f = nullptr;
+  int status = CUDAIPC_TIMEOUT;
+  for (int i = 0; i < 50 && status == CUDAIPC_TIMEOUT; ++i)
+    status = cudaipc_reader_next(reader_, 200, &f);
+  EXPECT_EQ(status, CUDAIPC_ERROR_DISCONNECTED) << cudaipc_status_name(status);
+  EXPECT_STREQ(cudaipc_status_name(status), "disconnected");
+  const std::string reason = cudaipc_last_error();
+  EXPECT_NE(reason.find("release-timeout"), std::string::npos) << reason;
+  EXPECT_EQ(cudaipc_reader_next(reader_, 200, &f), CUDAIPC_ERROR_DISCONNECTED);
+  EXPECT_EQ(std::string(cudaipc_last_error()), reason) << "a later call says the same";
+  EXPECT_EQ(cudaipc_frame_release(held, nullptr), CUDAIPC_OK);
+}
+
+// A producer that dies without ending the stream cut it, too.
+TEST_F(Reader, ProducerKilledMidStreamIsDisconnectedNotEnd) {
+  Process& prod = start_producer({"--frames", "0", "--fps", "30"});
+  ASSERT_EQ(open(), CUDAIPC_OK) << cudaipc_last_error();
+  cudaipc_frame* f = next_frame();
+  ASSERT_NE(f, nullptr);
+  cudaipc_frame_release(f, nullptr);
+  prod.signal(SIGKILL);
+  prod.wait_exit(kExitTimeout);
+  int status = CUDAIPC_OK;
+  for (int i = 0; i < 100 && (status == CUDAIPC_OK || status == CUDAIPC_TIMEOUT); ++i) {
+    f = nullptr;
+    status = cudaipc_reader_next(reader_, 200, &f);
+    if (f) cudaipc_frame_release(f, nullptr);
+  }
+  EXPECT_EQ(status, CUDAIPC_ERROR_DISCONNECTED) << cudaipc_status_name(status);
+  EXPECT_NE(std::string(cudaipc_last_error()).find("lost the producer"), std::string::npos)
+      << cudaipc_last_error();
+  EXPECT_EQ(cudaipc_reader_next(reader_, 0, &f), CUDAIPC_ERROR_DISCONNECTED);
+}
+
 TEST_F(Reader, NoProducerIsAnErrorNamingThePath) {
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(open(4, /*connect_timeout_ms=*/200), CUDAIPC_ERROR_NO_PRODUCER);

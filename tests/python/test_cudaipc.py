@@ -15,9 +15,11 @@ Needs NumPy: without it the test fails (it does not skip) and says how to instal
 
 import ctypes
 import gc
+import linecache
 import os
 import queue
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -398,6 +400,134 @@ class CudaipcTest(unittest.TestCase):
         self.stop_while_blocked(reader, blocked, reader.close, "close() did not end next()")
         self.assertEqual(outcome, [cudaipc.INTERRUPTED])
         self.assertTrue(reader.closed)
+
+    # -- no frame without an owner (issue 24, item 2) -------------------------------------------
+
+    def test_keyboard_interrupt_anywhere_in_next_leaks_no_frame(self):
+        """Ctrl-C's KeyboardInterrupt can land at any line Python runs in next(), including the
+        ones between the library's return of a frame and the Frame that wraps it. Injected at
+        each such line in turn (sys.settrace), it must leave no frame held, even while the
+        exception (and its traceback) is still alive, as a REPL keeps it."""
+        producer = self.producer(frames=400)
+        reader = self.reader(producer, max_in_flight=2)
+        package = os.path.dirname(cudaipc.__file__)
+        caught = []
+        line = 0
+        while True:
+            events = [0]
+
+            def local(frame, event, arg):
+                if event == "line":
+                    events[0] += 1
+                    # Leaving a `with` block, Python reports its line again before it calls
+                    # __exit__: a trace function can raise there, a signal cannot (CPython runs
+                    # handlers only between bytecodes that check for them), and the lock's
+                    # __exit__ would never run. Every other line is fair game.
+                    source = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+                    if events[0] == line and not source.lstrip().startswith("with "):
+                        raise KeyboardInterrupt(f"injected at line event {line}")
+                return local
+
+            def tracer(frame, event, arg):
+                return local if frame.f_code.co_filename.startswith(package) else None
+
+            sys.settrace(tracer)
+            try:
+                frame = reader.next(FRAME_TIMEOUT_MS)
+            except KeyboardInterrupt as interrupt:
+                caught.append(interrupt)  # kept alive, traceback and all
+                self.assertEqual(reader.stats["frames_held"], 0,
+                                 f"a frame leaked when Ctrl-C landed at line event {line}")
+                line += 1
+                continue
+            finally:
+                sys.settrace(None)
+            self.assertIsNotNone(frame)
+            frame.release()
+            del frame  # not dropped by the next assignment, inside the traced call
+            if line > events[0]:  # every line of next() had its interrupt
+                break
+            line += 1
+        self.assertGreater(len(caught), 5, "next() ran too few lines to test")
+        self.assertEqual(reader.stats["frames_held"], 0)
+        # The reader still works, and every claim is back: it can hold max_in_flight frames.
+        frames = [self.next_frame(reader) for _ in range(2)]
+        for frame in frames:
+            frame.release()
+
+    def test_real_ctrl_c_during_next_leaks_no_frame(self):
+        """SIGINT to this process at random moments while frames stream in."""
+        producer = self.producer(frames=0, extra=("--fps", "200"))
+        reader = self.reader(producer, max_in_flight=2)
+        interrupts = 0
+        deadline = time.monotonic() + 30
+        while interrupts < 20 and time.monotonic() < deadline:
+            timer = threading.Timer(0.001 + (interrupts % 7) * 0.0013,
+                                    os.kill, (os.getpid(), signal.SIGINT))
+            timer.start()
+            try:
+                while True:
+                    frame = reader.next(FRAME_TIMEOUT_MS)
+                    self.assertIsNotNone(frame)
+                    frame.release()
+            except KeyboardInterrupt:
+                interrupts += 1
+            finally:
+                timer.join()
+        self.assertEqual(interrupts, 20)
+        self.assertEqual(reader.stats["frames_held"], 0)
+        frames = [self.next_frame(reader) for _ in range(2)]
+        for frame in frames:
+            frame.release()
+
+    # -- how a stream ends (issue 24, items 5 and 8) ----------------------------------------------
+
+    def test_end_of_stream_is_said_again_by_every_later_next(self):
+        producer = self.producer(frames=2)
+        reader = self.reader(producer)
+        self.assertEqual(len([f.release() for f in reader]), 2)
+        for _ in range(3):
+            with self.assertRaises(cudaipc.EndOfStream):
+                reader.next(100)
+        self.assertEqual(list(reader), [])
+        producer.finish()
+
+    def test_eviction_raises_disconnected_with_the_reason_and_ends_no_loop_quietly(self):
+        producer = self.producer(frames=100, extra=("--release-timeout", "300"))
+        reader = self.reader(producer, max_in_flight=1)
+        held = self.next_frame(reader)
+        time.sleep(1.5)  # the producer needs the only slot back; we keep it past 300 ms
+        with self.assertRaises(cudaipc.DisconnectedError) as cut:
+            while reader.next(200) is None:
+                pass
+        self.assertEqual(cut.exception.status, cudaipc.ERROR_DISCONNECTED)
+        self.assertIn("release-timeout", cut.exception.reason)
+        self.assertNotIsInstance(cut.exception, cudaipc.EndOfStream)
+        with self.assertRaises(cudaipc.DisconnectedError):
+            reader.next(100)
+        with self.assertRaises(cudaipc.DisconnectedError):
+            for _frame in reader:
+                self.fail("a frame after the eviction")
+        held.release()
+
+    def test_producer_killed_mid_stream_raises_disconnected(self):
+        producer = self.producer(frames=0, extra=("--fps", "30"))
+        reader = self.reader(producer)
+        self.next_frame(reader).release()
+        producer.process.kill()
+        producer.process.wait()
+        with self.assertRaises(cudaipc.DisconnectedError) as cut:
+            for frame in reader:
+                frame.release()
+        self.assertIn("lost the producer", cut.exception.reason)
+
+    def test_nul_in_the_socket_path_is_a_value_error(self):
+        producer = self.producer(frames=2)
+        for path in (producer.socket + "\0.other", producer.socket.encode() + b"\0x"):
+            with self.assertRaises(ValueError) as refused:
+                cudaipc.Reader(path, connect_timeout_ms=100)
+            self.assertIn("NUL", str(refused.exception))
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
