@@ -11,6 +11,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -322,6 +323,7 @@ Listener& Listener::operator=(Listener&& other) noexcept {
   if (this != &other) {
     close();
     fd_ = std::move(other.fd_);
+    lock_ = std::move(other.lock_);
     path_ = std::move(other.path_);
     dev_ = other.dev_;
     ino_ = other.ino_;
@@ -343,13 +345,54 @@ void Listener::close() {
     path_.clear();
   }
   fd_.reset();
+  lock_.release();  // last: the next producer finds the path free
 }
+
+namespace {
+
+// A name beside `path` for binding the socket before it is published, so that it appears at
+// `path` only once it listens (a consumer never finds a socket that refuses it). "" when no such
+// name fits in sun_path: then the socket is bound at `path` itself.
+std::string private_bind_name(const std::string& path) {
+  static std::atomic<unsigned> counter{0};
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  const std::string name = dir + "/.cudaipc-" + std::to_string(::getpid()) + "-" +
+                           std::to_string(counter.fetch_add(1)) + ".tmp";
+  return name.size() < sizeof(sockaddr_un::sun_path) ? name : std::string();
+}
+
+// Moves the bound, listening socket from `from` to `to` unless something appeared at `to`.
+Status publish_socket(const std::string& from, const std::string& to) {
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0)
+    return Status::ok();
+  int e = errno;
+  if (e == EINVAL || e == ENOSYS) {
+    // A filesystem without RENAME_NOREPLACE: link() refuses an existing name just the same.
+    if (::link(from.c_str(), to.c_str()) == 0) {
+      ::unlink(from.c_str());
+      return Status::ok();
+    }
+    e = errno;
+  }
+  ::unlink(from.c_str());
+  if (e == EEXIST)
+    return Error{ErrorCode::kAddressInUse, "'" + to + "' was taken by another producer"};
+  return system_error("publishing the socket at '" + to + "'", e);
+}
+
+}  // namespace
 
 Result<Listener> Listener::bind(const std::string& path, unsigned mode) {
   auto addr = make_address(path);
   if (!addr) return addr.error();
   const Status dir = check_private_socket_dir(path, /*create=*/true);
   if (!dir) return dir.error();
+
+  // Every producer takes the path's lock first, so probing, replacing a stale file and binding
+  // are one step, never interleaved with another producer's.
+  auto lock = SocketPathLock::take(path);
+  if (!lock) return lock.error();
 
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0) {
@@ -358,6 +401,7 @@ Result<Listener> Listener::bind(const std::string& path, unsigned mode) {
                    "'" + path + "' exists and is not a socket; refusing to replace it"};
     auto probe = Channel::connect(path);
     if (probe) {
+      // Someone serves it without the lock: an older version of this plugin, or another program.
       return Error{ErrorCode::kAddressInUse, "another producer is serving '" + path +
                                                  "'; stop it or choose another socket-path"};
     }
@@ -370,24 +414,39 @@ Result<Listener> Listener::bind(const std::string& path, unsigned mode) {
   }
 
   Listener l;
+  l.lock_ = std::move(*lock);
   l.fd_ = make_socket();
   if (!l.fd_) return system_error("socket()", errno);
-  if (::bind(l.fd_.get(), reinterpret_cast<const sockaddr*>(&addr.value()), sizeof(sockaddr_un)) !=
-      0) {
+  const std::string bind_name = private_bind_name(path);
+  const std::string& bound = bind_name.empty() ? path : bind_name;
+  auto bound_addr = make_address(bound);
+  if (!bound_addr) return bound_addr.error();
+  if (!bind_name.empty()) ::unlink(bind_name.c_str());  // left by a crashed process of this pid
+  if (::bind(l.fd_.get(), reinterpret_cast<const sockaddr*>(&bound_addr.value()),
+             sizeof(sockaddr_un)) != 0) {
     const int e = errno;
     if (e == EADDRINUSE)
       return Error{ErrorCode::kAddressInUse, "'" + path + "' was taken by another producer"};
     if (e == EACCES || e == EROFS || e == ENOENT)
       return Error{ErrorCode::kPermissionDenied,
                    "cannot create socket '" + path + "': " + std::strerror(e)};
-    return system_error("bind('" + path + "')", e);
+    return system_error("bind('" + bound + "')", e);
   }
-  if (::lstat(path.c_str(), &st) != 0) return system_error("lstat('" + path + "')", errno);
+  // Until it is published, a failure removes the socket file we bound.
+  auto fail = [&](Error error) {
+    ::unlink(bound.c_str());
+    return error;
+  };
+  if (::lstat(bound.c_str(), &st) != 0) return fail(system_error("lstat('" + bound + "')", errno));
+  if (::chmod(bound.c_str(), mode) != 0) return fail(system_error("chmod('" + path + "')", errno));
+  if (::listen(l.fd_.get(), 16) != 0) return fail(system_error("listen()", errno));
+  if (!bind_name.empty()) {
+    const Status published = publish_socket(bind_name, path);
+    if (!published) return published.error();
+  }
   l.path_ = path;
   l.dev_ = st.st_dev;
   l.ino_ = st.st_ino;
-  if (::chmod(path.c_str(), mode) != 0) return system_error("chmod('" + path + "')", errno);
-  if (::listen(l.fd_.get(), 16) != 0) return system_error("listen()", errno);
   return l;
 }
 

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "path_lock.h"
 #include "protocol.h"
 #include "status.h"
 #include "unique_fd.h"
@@ -93,6 +94,9 @@ class Listener {
   Listener& operator=(Listener&& other) noexcept;
   ~Listener();
 
+  // Serves `path` (file mode `mode`): takes the path's lock (path_lock.h), replaces a stale socket
+  // file nobody accepts on, and publishes the socket at `path` only once it listens. Refuses a
+  // live producer's path (kAddressInUse) and any other kind of file there (kNotASocket).
   static Result<Listener> bind(const std::string& path, unsigned mode);
 
   int fd() const { return fd_.get(); }
@@ -104,6 +108,7 @@ class Listener {
 
  private:
   UniqueFd fd_;
+  SocketPathLock lock_;  // held while we serve path_
   std::string path_;
   dev_t dev_ = 0;
   ino_t ino_ = 0;

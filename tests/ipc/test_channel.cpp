@@ -13,9 +13,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -470,6 +474,92 @@ TEST(Listener, StaleSocketFileIsReplaced) {
   EXPECT_TRUE(eventually([&] { return l->accept(server) == IoResult::kOk; }));
 }
 
+// Issue 24, item 3: two producers started together on a stale socket file could both come up,
+// one of them serving an unlinked socket. Taking the path is one atomic step now: whatever the
+// interleaving, exactly one wins, the other is told the path is in use, and the socket at the
+// path is the winner's, listening.
+TEST(Listener, TwoStartedTogetherOnAStaleSocketNeverBothComeUp) {
+  TempDir dir;
+  constexpr int kRounds = 500;
+  int both_came_up = 0, neither = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    const std::string path = dir.file("race" + std::to_string(round) + ".sock");
+    make_stale_socket(path);
+    std::atomic<int> ready{0};
+    std::atomic<bool> go{false};
+    Result<Listener> results[2] = {Error{ErrorCode::kInvalidArgument, "not run"},
+                                   Error{ErrorCode::kInvalidArgument, "not run"}};
+    auto start = [&](int i) {
+      ready.fetch_add(1);
+      while (!go.load()) {
+      }
+      results[i] = Listener::bind(path, 0600);
+    };
+    std::thread a(start, 0), b(start, 1);
+    while (ready.load() < 2) {
+    }
+    go = true;
+    a.join();
+    b.join();
+    const int winners = int(results[0].is_ok()) + int(results[1].is_ok());
+    both_came_up += winners == 2;
+    neither += winners == 0;
+    if (winners != 1) continue;
+    Listener& winner = results[0].is_ok() ? *results[0] : *results[1];
+    const Error& loser = results[0].is_ok() ? results[1].error() : results[0].error();
+    EXPECT_EQ(loser.code, ErrorCode::kAddressInUse) << "round " << round << ": " << loser.message;
+    auto client = Channel::connect(path);
+    ASSERT_TRUE(client.is_ok()) << "round " << round << ": " << client.error().message;
+    Channel server;
+    EXPECT_TRUE(eventually([&] { return winner.accept(server) == IoResult::kOk; }))
+        << "round " << round << ": the socket at the path is not the winner's";
+  }
+  EXPECT_EQ(both_came_up, 0) << "rounds in which both producers came up, of " << kRounds;
+  EXPECT_EQ(neither, 0) << "rounds in which neither came up, of " << kRounds;
+}
+
+TEST(Listener, BindLeavesOnlyTheSocketAndItsLockAndCloseOnlyTheLock) {
+  TempDir dir;
+  const std::string path = dir.file("p.sock");
+  auto names = [&] {
+    std::vector<std::string> found;
+    for (const auto& entry : std::filesystem::directory_iterator(dir.path()))
+      found.push_back(entry.path().filename().string());
+    std::sort(found.begin(), found.end());
+    return found;
+  };
+  {
+    auto l = Listener::bind(path, 0600);
+    ASSERT_TRUE(l.is_ok()) << l.error().message;
+    EXPECT_EQ(names(), (std::vector<std::string>{"p.sock", "p.sock.lock"}));
+  }
+  // The lock file stays: removing it would let two producers hold locks on different files.
+  EXPECT_EQ(names(), (std::vector<std::string>{"p.sock.lock"}));
+  auto again = Listener::bind(path, 0600);
+  EXPECT_TRUE(again.is_ok()) << again.error().message;
+}
+
+TEST(Listener, LockFileNameTakenBySymlinkOrDirectoryIsRefusedNotFollowed) {
+  TempDir dir;
+  const std::string path = dir.file("p.sock");
+  const std::string elsewhere = dir.file("elsewhere");
+  ASSERT_EQ(::symlink(elsewhere.c_str(), cipc::SocketPathLock::lock_path(path).c_str()), 0);
+  auto l = Listener::bind(path, 0600);
+  ASSERT_FALSE(l.is_ok());
+  EXPECT_EQ(l.error().code, ErrorCode::kNotASocket);
+  EXPECT_NE(l.error().message.find("symbolic link"), std::string::npos) << l.error().message;
+  EXPECT_FALSE(path_exists(elsewhere)) << "the link was followed";
+  EXPECT_FALSE(path_exists(path));
+
+  const std::string other = dir.file("q.sock");
+  ASSERT_EQ(::mkdir(cipc::SocketPathLock::lock_path(other).c_str(), 0700), 0);
+  auto d = Listener::bind(other, 0600);
+  ASSERT_FALSE(d.is_ok());
+  EXPECT_NE(d.error().message.find(cipc::SocketPathLock::lock_path(other)), std::string::npos)
+      << d.error().message;
+  EXPECT_FALSE(path_exists(other));
+}
+
 TEST(Listener, RegularFileAtPathIsNotASocketAndIsLeftUntouched) {
   TempDir dir;
   const std::string path = dir.file("p.sock");
@@ -601,6 +691,12 @@ TEST(Listener, DestructorLeavesASuccessorsSocket) {
   auto old_one = Listener::bind(path, 0600);
   ASSERT_TRUE(old_one.is_ok()) << old_one.error().message;
   ASSERT_EQ(::unlink(path.c_str()), 0);
+  // While it runs, the old producer still owns the path through its lock...
+  auto refused = Listener::bind(path, 0600);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.error().code, ErrorCode::kAddressInUse) << refused.error().message;
+  // ...unless the lock file went too (a /tmp cleaner removes both).
+  ASSERT_EQ(::unlink(cipc::SocketPathLock::lock_path(path).c_str()), 0);
   auto new_one = Listener::bind(path, 0600);
   ASSERT_TRUE(new_one.is_ok()) << new_one.error().message;
   { Listener gone = std::move(old_one.value()); }
