@@ -153,7 +153,23 @@ struct ProducerLink {
   void set(cipc::Producer* p) {
     std::lock_guard<std::mutex> guard(lock);
     producer = p;
+    writer_flushing = false;
   }
+  // Upstream flushes the pool it writes into (its source stops its streaming thread: a flush, a
+  // state change, or the EOS of gst-launch-1.0 -e, which waits for that thread): a render waiting
+  // for room must give up its frame, or the source waits for it forever.
+  void set_writer_flushing(bool flushing) {
+    std::lock_guard<std::mutex> guard(lock);
+    writer_flushing = flushing;
+    if (producer) producer->set_flushing(flushing, cipc::Producer::FlushHolder::kWriter);
+  }
+  bool is_writer_flushing() {
+    std::lock_guard<std::mutex> guard(lock);
+    return writer_flushing;
+  }
+
+ private:
+  bool writer_flushing = false;
 };
 
 // Everything the element owns, in one place; members clean up after themselves.
@@ -422,7 +438,8 @@ static gboolean gst_cuda_sink_ipc_start(GstBaseSink* sink) {
                            what.c_str()),
                           (nullptr));
       },
-      [link = p.producer_link] { link->read_releases_now(); });
+      [link = p.producer_link] { link->read_releases_now(); },
+      [link = p.producer_link](bool flushing) { link->set_writer_flushing(flushing); });
   p.frames_rendered = 0;
   p.copies = 0;
   p.pool_generation = 0;
@@ -581,10 +598,22 @@ static gchar* upstream_name(GstBaseSink* sink) {
   return g_strdup(text.c_str());
 }
 
+// Whether upstream flushes the pool it writes into. A pool that was deactivated (upstream let it
+// go: it chose another) was flushed too, but that asks no one to stop: forget it.
+static bool writer_is_flushing(GstCudaSinkIpc* self) {
+  SinkPrivate& p = *self->priv;
+  if (!p.producer_link->is_writer_flushing()) return false;
+  GstBufferPool* pool = p.pools ? p.pools->pool() : nullptr;
+  if (pool && gst_buffer_pool_is_active(pool)) return true;
+  p.producer_link->set_writer_flushing(false);
+  return false;
+}
+
 static GstFlowReturn wait_for_consumer(GstCudaSinkIpc* self) {
   cipc::Producer& producer = *self->priv->producer;
   while (producer.consumer_count() == 0) {
     if (producer.wait_for_consumer(-1)) break;
+    if (writer_is_flushing(self)) return GST_FLOW_FLUSHING;
     // Interrupted by unlock(): let basesink handle the state change, then wait again.
     const GstFlowReturn ret = gst_base_sink_wait_preroll(GST_BASE_SINK(self));
     if (ret != GST_FLOW_OK) return ret;
@@ -614,6 +643,8 @@ static GstFlowReturn wait_for_room(GstCudaSinkIpc* self) {
   cipc::Producer& producer = *self->priv->producer;
   for (;;) {
     if (producer.wait_for_room(-1) == cipc::Producer::Room::kReady) return GST_FLOW_OK;
+    // Upstream is stopping its streaming thread (this one): give the frame up.
+    if (writer_is_flushing(self)) return GST_FLOW_FLUSHING;
     // Interrupted by unlock(): let basesink handle the flush or state change, then wait again.
     const GstFlowReturn ret = gst_base_sink_wait_preroll(GST_BASE_SINK(self));
     if (ret != GST_FLOW_OK) return ret;

@@ -12,8 +12,9 @@ GST_DEBUG_CATEGORY_STATIC(gst_cipc_slot_pool_debug);
 struct _GstCipcSlotPool {
   GstBufferPool parent;
   std::shared_ptr<cipc::MemoryBackend>* backend;
-  CipcSlotPoolFailure* on_failure;  // may be empty
-  CipcSlotPoolWait* before_wait;    // may be empty
+  CipcSlotPoolFailure* on_failure;    // may be empty
+  CipcSlotPoolWait* before_wait;      // may be empty
+  CipcSlotPoolFlushing* on_flushing;  // may be empty
   std::atomic<bool> failure_told;
   uint64_t generation;
   std::atomic<guint> next_index;
@@ -153,11 +154,22 @@ static GstFlowReturn slot_pool_acquire_buffer(GstBufferPool* pool, GstBuffer** o
   return parent->acquire_buffer(pool, out, params);
 }
 
+static void slot_pool_flush_start(GstBufferPool* pool) {
+  auto* self = GST_CIPC_SLOT_POOL(pool);
+  if (self->on_flushing && *self->on_flushing) (*self->on_flushing)(true);
+}
+
+static void slot_pool_flush_stop(GstBufferPool* pool) {
+  auto* self = GST_CIPC_SLOT_POOL(pool);
+  if (self->on_flushing && *self->on_flushing) (*self->on_flushing)(false);
+}
+
 static void slot_pool_finalize(GObject* object) {
   auto* self = GST_CIPC_SLOT_POOL(object);
   delete self->backend;
   delete self->on_failure;
   delete self->before_wait;
+  delete self->on_flushing;
   G_OBJECT_CLASS(gst_cipc_slot_pool_parent_class)->finalize(object);
 }
 
@@ -169,12 +181,15 @@ static void gst_cipc_slot_pool_class_init(GstCipcSlotPoolClass* klass) {
   pool_class->set_config = slot_pool_set_config;
   pool_class->alloc_buffer = slot_pool_alloc_buffer;
   pool_class->acquire_buffer = slot_pool_acquire_buffer;
+  pool_class->flush_start = slot_pool_flush_start;
+  pool_class->flush_stop = slot_pool_flush_stop;
 }
 
 static void gst_cipc_slot_pool_init(GstCipcSlotPool* self) {
   self->backend = nullptr;
   self->on_failure = nullptr;
   self->before_wait = nullptr;
+  self->on_flushing = nullptr;
   self->generation = 0;
   new (&self->next_index) std::atomic<guint>(0);
   new (&self->failure_told) std::atomic<bool>(false);
@@ -183,12 +198,14 @@ static void gst_cipc_slot_pool_init(GstCipcSlotPool* self) {
 
 GstBufferPool* gst_cipc_slot_pool_new(std::shared_ptr<cipc::MemoryBackend> backend,
                                       uint64_t generation, CipcSlotPoolFailure on_failure,
-                                      CipcSlotPoolWait before_wait) {
+                                      CipcSlotPoolWait before_wait,
+                                      CipcSlotPoolFlushing on_flushing) {
   auto* self = GST_CIPC_SLOT_POOL(g_object_new(GST_TYPE_CIPC_SLOT_POOL, nullptr));
   gst_object_ref_sink(self);
   self->backend = new std::shared_ptr<cipc::MemoryBackend>(std::move(backend));
   self->on_failure = new CipcSlotPoolFailure(std::move(on_failure));
   self->before_wait = new CipcSlotPoolWait(std::move(before_wait));
+  self->on_flushing = new CipcSlotPoolFlushing(std::move(on_flushing));
   self->generation = generation;
   return GST_BUFFER_POOL_CAST(self);
 }
@@ -218,16 +235,22 @@ namespace cipc_gst {
 SlotPoolGenerations::SlotPoolGenerations(std::shared_ptr<cipc::MemoryBackend> backend,
                                          guint pool_size, Announce announce,
                                          CipcSlotPoolFailure on_failure,
-                                         CipcSlotPoolWait before_wait)
+                                         CipcSlotPoolWait before_wait,
+                                         CipcSlotPoolFlushing on_flushing)
     : backend_(std::move(backend)),
       pool_size_(pool_size),
       announce_(std::move(announce)),
       on_failure_(std::move(on_failure)),
       before_wait_(std::move(before_wait)) {
+  flush_forwarding_->forward = std::move(on_flushing);
   gst_video_info_init(&info_);
 }
 
 SlotPoolGenerations::~SlotPoolGenerations() {
+  {
+    std::lock_guard<std::mutex> lock(flush_forwarding_->lock);
+    flush_forwarding_->generation = 0;
+  }
   drop_pool(true);
 }
 
@@ -242,8 +265,15 @@ void SlotPoolGenerations::drop_pool(bool deactivate) {
 
 bool SlotPoolGenerations::start_generation(GstCaps* caps, const GstVideoInfo& info, bool new_caps,
                                            std::string* error) {
+  const uint64_t generation = generation_ + 1;
+  CipcSlotPoolFlushing on_flushing;
+  if (flush_forwarding_->forward)
+    on_flushing = [state = flush_forwarding_, generation](bool flushing) {
+      std::lock_guard<std::mutex> lock(state->lock);
+      if (state->generation == generation) state->forward(flushing);
+    };
   GstBufferPool* pool =
-      gst_cipc_slot_pool_new(backend_, generation_ + 1, on_failure_, before_wait_);
+      gst_cipc_slot_pool_new(backend_, generation, on_failure_, before_wait_, on_flushing);
   GstStructure* config = gst_buffer_pool_get_config(pool);
   gst_buffer_pool_config_set_params(config, caps, GST_VIDEO_INFO_SIZE(&info), pool_size_, 0);
   gst_buffer_pool_config_add_option(config, GST_BUFFER_POOL_OPTION_VIDEO_META);
@@ -257,6 +287,12 @@ bool SlotPoolGenerations::start_generation(GstCaps* caps, const GstVideoInfo& in
   // A replaced pool is deactivated on a caps change only: after a roll-over upstream may still
   // write into it, and frames consumers hold stay valid either way until released.
   caps = gst_caps_ref(caps);  // `caps` may be caps_ itself
+  {
+    // From now on only the new pool speaks for the writer, and it is not flushing.
+    std::lock_guard<std::mutex> lock(flush_forwarding_->lock);
+    flush_forwarding_->generation = generation;
+    if (flush_forwarding_->forward) flush_forwarding_->forward(false);
+  }
   drop_pool(new_caps);
   pool_ = pool;
   caps_ = caps;

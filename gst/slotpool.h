@@ -11,6 +11,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "memory.h"
@@ -32,10 +33,15 @@ using CipcSlotPoolFailure = std::function<void(const std::string& what)>;
 // producer then reads its consumers' RELEASEs at once (it may leave them to its next frame).
 // Must not block. Called on the acquiring thread.
 using CipcSlotPoolWait = std::function<void()>;
+// Told when the pool starts (true) and stops (false) flushing: upstream's source does that while
+// it stops its streaming thread, for a flush, a state change or a forced EOS (gst-launch-1.0 -e).
+// A writer blocked on the sink's backpressure must then give up its frame. Must not block.
+using CipcSlotPoolFlushing = std::function<void(bool flushing)>;
 
 GstBufferPool* gst_cipc_slot_pool_new(std::shared_ptr<cipc::MemoryBackend> backend,
                                       uint64_t generation, CipcSlotPoolFailure on_failure = nullptr,
-                                      CipcSlotPoolWait before_wait = nullptr);
+                                      CipcSlotPoolWait before_wait = nullptr,
+                                      CipcSlotPoolFlushing on_flushing = nullptr);
 uint64_t gst_cipc_slot_pool_generation(GstCipcSlotPool* pool);
 // Slots allocated so far in this pool (persistent slots are allocated once each). Every slot
 // retired under a stuck consumer is replaced by one with a new index, so this only grows.
@@ -65,7 +71,8 @@ class SlotPoolGenerations {
 
   SlotPoolGenerations(std::shared_ptr<cipc::MemoryBackend> backend, guint pool_size,
                       Announce announce, CipcSlotPoolFailure on_failure = nullptr,
-                      CipcSlotPoolWait before_wait = nullptr);
+                      CipcSlotPoolWait before_wait = nullptr,
+                      CipcSlotPoolFlushing on_flushing = nullptr);
   ~SlotPoolGenerations();
   SlotPoolGenerations(const SlotPoolGenerations&) = delete;
   SlotPoolGenerations& operator=(const SlotPoolGenerations&) = delete;
@@ -102,6 +109,14 @@ class SlotPoolGenerations {
   Announce announce_;
   CipcSlotPoolFailure on_failure_;
   CipcSlotPoolWait before_wait_;
+  // Only the current generation's flushing is passed on: a replaced pool is deactivated (which
+  // flushes it) and never flushes back.
+  struct FlushForwarding {
+    std::mutex lock;
+    uint64_t generation = 0;  // the one passed on; 0: none
+    CipcSlotPoolFlushing forward;
+  };
+  std::shared_ptr<FlushForwarding> flush_forwarding_ = std::make_shared<FlushForwarding>();
   GstBufferPool* pool_ = nullptr;  // the current generation's
   GstCaps* caps_ = nullptr;
   GstVideoInfo info_;

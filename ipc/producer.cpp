@@ -672,12 +672,12 @@ void Producer::send_eos() {
 
 bool Producer::wait_for_consumer(int timeout_ms) {
   std::unique_lock<std::mutex> lock(mutex_);
-  auto ready = [this] { return flushing_ || stopping_ || stats_.consumers > 0; };
+  auto ready = [this] { return flush_holders_ || stopping_ || stats_.consumers > 0; };
   if (timeout_ms < 0)
     attached_cv_.wait(lock, ready);
   else
     attached_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), ready);
-  return !flushing_ && !stopping_ && stats_.consumers > 0;
+  return !flush_holders_ && !stopping_ && stats_.consumers > 0;
 }
 
 Producer::Room Producer::wait_for_room(int timeout_ms) {
@@ -690,7 +690,7 @@ Producer::Room Producer::wait_for_room(int timeout_ms) {
     }
     return true;
   };
-  auto done = [&] { return flushing_ || stopping_ || room(); };
+  auto done = [&] { return flush_holders_ || stopping_ || room(); };
   if (!done() && lazy_until_ns_) {
     // Releases may be queued unread (lazy phase): take them before deciding to wait.
     Deferred deferred;
@@ -715,7 +715,7 @@ Producer::Room Producer::wait_for_room(int timeout_ms) {
     else if (!room_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), done))
       return Room::kTimeout;
   }
-  return flushing_ || stopping_ ? Room::kFlushing : Room::kReady;
+  return flush_holders_ || stopping_ ? Room::kFlushing : Room::kReady;
 }
 
 void Producer::read_releases_now() {
@@ -731,10 +731,13 @@ void Producer::read_releases_now() {
   wake_.wake();
 }
 
-void Producer::set_flushing(bool flushing) {
+void Producer::set_flushing(bool flushing, FlushHolder holder) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    flushing_ = flushing;
+    if (flushing)
+      flush_holders_ |= unsigned(holder);
+    else
+      flush_holders_ &= ~unsigned(holder);
   }
   attached_cv_.notify_all();
   room_cv_.notify_all();

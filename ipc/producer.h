@@ -134,7 +134,11 @@ class Producer {
   // Makes the I/O thread read consumers' messages as they arrive again, until the next
   // publish(): for a writer about to wait for a slot that only a RELEASE can free. Never blocks.
   void read_releases_now();
-  void set_flushing(bool flushing);
+  // Who interrupts the waits above: the element (unlock, a flush, a state change) and, apart
+  // from it, whoever writes the frames (upstream flushing the buffer pool it takes slots from,
+  // as a source does to deliver a forced EOS). The waits stay interrupted while either holds.
+  enum class FlushHolder : unsigned { kElement = 1, kWriter = 2 };
+  void set_flushing(bool flushing, FlushHolder holder = FlushHolder::kElement);
 
   ProducerStats stats() const;
   // Whether the I/O thread is asleep in the lazy phase now, where a RELEASE does not wake it
@@ -243,7 +247,7 @@ class Producer {
   std::condition_variable attached_cv_;
   std::condition_variable room_cv_;  // a claim ended or a consumer left
   bool stopping_ = false;
-  bool flushing_ = false;
+  unsigned flush_holders_ = 0;  // FlushHolder bits
   bool eos_ = false;
   bool has_caps_ = false;
   // Until then consumers' messages wait for publish() (lazy_release_ms); 0: read at once.

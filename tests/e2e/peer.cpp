@@ -801,13 +801,24 @@ int run_consume(const Args& a) {
 
 int usage();
 
+std::atomic<int> g_launch_signals{0};
+
+void launch_signal(int) {
+  g_launch_signals.fetch_add(1);
+}
+
+// `launch [-e] DESCRIPTION...`. With -e, as gst-launch-1.0 -e: the first SIGINT/SIGTERM sends
+// EOS into the pipeline and waits for it to come out (printing SENT-EOS); a second one stops.
 int run_launch(int argc, char** argv) {
+  int first = 2;
+  const bool eos_on_signal = argc > 2 && std::string(argv[2]) == "-e";
+  if (eos_on_signal) ++first;
   std::string description;
-  for (int i = 2; i < argc; ++i)
+  for (int i = first; i < argc; ++i)
     description += std::string(description.empty() ? "" : " ") + argv[i];
   if (description.empty()) return usage();
   struct sigaction sa {};
-  sa.sa_handler = consumer_signal;
+  sa.sa_handler = launch_signal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   GError* error = nullptr;
@@ -826,7 +837,17 @@ int run_launch(int argc, char** argv) {
   } else {
     out_line("STARTED");
     GstBus* bus = gst_element_get_bus(pipeline);
-    while (!g_consumer_signalled) {
+    bool eos_sent = false;
+    for (;;) {
+      const int signals = g_launch_signals.load();
+      if (signals > (eos_on_signal ? 1 : 0)) break;
+      if (signals == 1 && !eos_sent) {
+        eos_sent = true;
+        // From this thread, as gst-launch-1.0 does from its main loop; it may block until the
+        // streaming thread lets the source take the EOS.
+        gst_element_send_event(pipeline, gst_event_new_eos());
+        out_line("SENT-EOS");
+      }
       GstMessage* msg = gst_bus_timed_pop_filtered(
           bus, 100 * GST_MSECOND,
           static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR | GST_MESSAGE_WARNING));
@@ -996,7 +1017,9 @@ int usage() {
           "          [--hold-ms M] [--timeout-s T] [--max-in-flight M] [--connect-timeout MS]\n"
           "          [--reconnect-interval MS] [--stats-every-ms MS] [--system-memory]\n"
           "          [--sleep-us US (identity sleep-time: a slow consumer)]\n"
-          "  launch PIPELINE-DESCRIPTION (as gst-launch-1.0; prints STARTED, EOS, ERROR, WARNING)\n"
+          "  launch [-e] PIPELINE-DESCRIPTION (as gst-launch-1.0; prints STARTED, SENT-EOS, EOS, "
+          "ERROR,\n"
+          "         WARNING)\n"
           "  raw-hello --socket PATH [--version V] [--timeout-ms T]\n"
           "  fake-producer --socket PATH [--version V] [--timeout-ms T]\n");
   return kExitUsage;

@@ -735,6 +735,30 @@ TEST_F(QuietProducer, StoppedForFiveSecondsKeepsItsConsumersWhenItContinues) {
   expect_consumer_kept_to_the_end(prod, cons);
 }
 
+// Issue 24, item 6: gst-launch-1.0 -e sends EOS to the source, which first waits for its
+// streaming thread - here blocked in cudasink-ipc's render, waiting for room a stopped consumer
+// never makes (release-timeout=0: no eviction). The source flushes the pool it writes into while
+// it waits; the render gives its frame up, and the EOS reaches the sink and its consumers.
+TEST_F(TwoProcess, ForcedEosEndsAProducerBlockedOnAStoppedConsumer) {
+  const std::string sock = path("forced.sock");
+  Process& prod =
+      spawn("producer", "launch",
+            {"-e", "videotestsrc", "!", "video/x-raw,width=64,height=48", "!", "cudasink-ipc",
+             "memory=host", "socket-path=" + sock, "release-timeout=0"});
+  ASSERT_TRUE(prod.wait_line("STARTED", kStartTimeout)) << prod.transcript();
+  Process& cons = consumer("stopped", {"--socket", sock, "--timeout-s", "60"});
+  ASSERT_TRUE(cons.wait_frames(5, kEventTimeout)) << cons.transcript();
+  cons.signal(SIGSTOP);
+  std::this_thread::sleep_for(milliseconds(500));  // the producer now waits for room
+  prod.signal(SIGINT);
+  EXPECT_TRUE(prod.wait_line("SENT-EOS", seconds(5))) << "the EOS could not be sent";
+  EXPECT_TRUE(prod.wait_line("EOS", seconds(5))) << "the EOS did not come through";
+  EXPECT_EQ(prod.wait_exit(seconds(10)), std::optional<int>(0)) << prod.transcript();
+  cons.signal(SIGCONT);
+  cons.signal(SIGINT);
+  cons.wait_exit(kExitTimeout);
+}
+
 // Issue 17, defect 5: when slots cannot be allocated (here `ulimit -v` at 2.5 GB against a pool
 // of 64 8K frames), the user must read what ran out - the slot size, the pool and the system's
 // reason - instead of upstream's bare "not-negotiated".

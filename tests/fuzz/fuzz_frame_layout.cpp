@@ -3,7 +3,8 @@
 // validate_planes), which is all that stands between a lying producer and downstream elements
 // reading outside the frame.
 //
-// Input: a raw video format (any GStreamer knows), width and height (1..256), then a FRAME's
+// Input: a raw video format (any GStreamer knows), width (1..256) and height (1..1088: past a
+// palette's 256 rows and past 1080p's), then a FRAME's
 // size, plane count, offsets and strides. The FRAME goes through the wire codec first (what
 // decode() refuses never reaches validate_planes). When validate_planes accepts the layout, the
 // target lays the frame out exactly as cudasrc-ipc does - a buffer of frame.size bytes with a
@@ -89,7 +90,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (g_formats == nullptr) LLVMFuzzerInitialize(nullptr, nullptr);
   Input in(data, size);
   const GstVideoFormat format = g_formats[in.u8() % g_n_formats];
-  const guint width = 1 + in.u8(), height = 1 + in.u8();
+  const guint width = 1 + in.u8();
+  const guint height = 1 + in.u16() % 1088;
   GstVideoInfo info;
   if (!gst_video_info_set_format(&info, format, width, height)) return 0;
 

@@ -252,8 +252,8 @@ void consumer_seeds(const std::filesystem::path& dir) {
   }
 }
 
-// ---- frame-layout: [format][width-1][height-1][size choice][n_planes][per plane: flag, off,
-// stride]
+// ---- frame-layout: [format][width-1][height-1 (u16, mod 1088)][size choice][n_planes][per
+// plane: flag, off, stride]
 
 void frame_layout_seeds(const std::filesystem::path& dir) {
   guint n = 0;
@@ -264,11 +264,23 @@ void frame_layout_seeds(const std::filesystem::path& dir) {
     InputWriter w;
     w.u8(static_cast<uint8_t>(i))
         .u8(63)
-        .u8(47)
+        .u16(47)
         .u32(static_cast<uint32_t>(GST_VIDEO_INFO_SIZE(&info) - 1));
     w.u8(static_cast<uint8_t>(GST_VIDEO_INFO_N_PLANES(&info)));
     for (guint p = 0; p < cipc::kMaxPlanes; ++p) w.u8(1).u32(0).u32(8);
     write(dir, gst_video_format_to_string(formats[i % n]), w.data());
+  }
+  // A palette format taller than its 256 palette entries (issue 24, item 4).
+  for (guint i = 0; i < n; ++i) {
+    if (formats[i] != GST_VIDEO_FORMAT_RGB8P) continue;
+    GstVideoInfo info;
+    if (!gst_video_info_set_format(&info, formats[i], 64, 300)) continue;
+    InputWriter w;
+    w.u8(static_cast<uint8_t>(i)).u8(63).u16(299).u32(
+        static_cast<uint32_t>(GST_VIDEO_INFO_SIZE(&info) - 1));
+    w.u8(static_cast<uint8_t>(GST_VIDEO_INFO_N_PLANES(&info)));
+    for (guint p = 0; p < cipc::kMaxPlanes; ++p) w.u8(1).u32(0).u32(8);
+    write(dir, "RGB8P-64x300", w.data());
   }
 }
 
