@@ -276,8 +276,10 @@ void frame_layout_seeds(const std::filesystem::path& dir) {
     GstVideoInfo info;
     if (!gst_video_info_set_format(&info, formats[i], 64, 300)) continue;
     InputWriter w;
-    w.u8(static_cast<uint8_t>(i)).u8(63).u16(299).u32(
-        static_cast<uint32_t>(GST_VIDEO_INFO_SIZE(&info) - 1));
+    w.u8(static_cast<uint8_t>(i))
+        .u8(63)
+        .u16(299)
+        .u32(static_cast<uint32_t>(GST_VIDEO_INFO_SIZE(&info) - 1));
     w.u8(static_cast<uint8_t>(GST_VIDEO_INFO_N_PLANES(&info)));
     for (guint p = 0; p < cipc::kMaxPlanes; ++p) w.u8(1).u32(0).u32(8);
     write(dir, "RGB8P-64x300", w.data());
