@@ -1,0 +1,278 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Runs the gst-launch-1.0 commands of README.md and docs/*.md as written (issue 24, item 9).
+
+Every fenced code block is read; its gst-launch-1.0 commands (backslash continuations joined)
+are run together, as the reader would run them in separate shells: the producers of the block
+(cudasink-ipc) first, then everything else. A display sink draws into a private Xvfb server.
+Each command must reach PLAYING and either still run, without an ERROR, after RUN_SECONDS, or
+have ended with exit status 0. The only change made to a command is its socket path (and any
+file it writes), moved into a scratch directory so that the test needs no /run and leaves
+nothing behind.
+
+A command this machine cannot run is skipped with the reason, and its consumers with it: a
+CUDA GPU (memory=cuda is the sink's default, rg10tobgra, nvcodec), a V4L2 camera, another host,
+an excerpt ("..."), or an element that is not installed. The list of what ran and what was
+skipped is printed; a command that fails, or a run with nothing to run, fails the test.
+
+Environment: GST_PLUGIN_PATH (the built plugin), CUDAIPC_SOURCE_ROOT (the repository; default:
+two folders up). Needs Xvfb (package xvfb) for the display sinks.
+"""
+
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.environ.get("CUDAIPC_SOURCE_ROOT",
+                      os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+RUN_SECONDS = 4
+DISPLAY_SINKS = {"ximagesink", "xvimagesink", "glimagesink", "autovideosink", "gtksink"}
+
+# (pattern over the command, why this machine cannot run it), checked in order.
+NEEDS = [
+    (r"\.\.\.", "an excerpt ('...')"),
+    (r"cudav4l2src|/dev/video", "a V4L2 camera"),
+    (r"\bnv[a-z0-9]*(enc|dec)\b|nvv4l2|cudaupload|cudadownload|cudaconvert|CUDAMemory",
+     "NVIDIA's GStreamer elements and a CUDA GPU"),
+    (r"\brg10tobgra\b", "a CUDA GPU (rg10tobgra)"),
+    (r"192\.0\.2\.|camera-host|mode=caller", "another host"),
+]
+
+
+SHELL_FENCES = {"", "sh", "bash", "shell", "console"}
+
+
+def code_blocks(path):
+    """The fenced shell code blocks of a Markdown file (no language, or sh/bash/shell/console),
+    each a list of lines."""
+    blocks, current, language = [], None, ""
+    with open(path, encoding="utf-8") as text:
+        for line in text:
+            fence = line.strip()
+            if fence.startswith("```"):
+                if current is None:
+                    current, language = [], fence[3:].strip().lower()
+                else:
+                    if language in SHELL_FENCES:
+                        blocks.append(current)
+                    current = None
+            elif current is not None:
+                current.append(line.rstrip("\n"))
+    return blocks
+
+
+def commands_of(block):
+    """The gst-launch-1.0 commands of a block, as the shell reads them: a backslash-newline is
+    removed (inside quotes too), a trailing comment and a trailing '&' are not the command's."""
+    commands, pending = [], None
+    for line in block:
+        if pending is None:
+            if not line.strip().startswith("gst-launch-1.0 "):
+                continue
+            pending = line.strip()
+        else:
+            pending += line
+        if pending.endswith("\\"):
+            pending = pending[:-1]
+            continue
+        words = shlex.split(pending, comments=True)
+        if words and words[-1] == "&":
+            words.pop()
+        commands.append(words)
+        pending = None
+    return commands
+
+
+def elements_of(words):
+    """The element factory names in a pipeline description."""
+    names, expect = [], True
+    for word in words[1:]:
+        if word == "!":
+            expect = True
+            continue
+        if expect and not word.startswith("-"):
+            expect = False
+            if "/" not in word and "=" not in word and not word.startswith("("):
+                names.append(word.split(".")[0])
+    return names
+
+
+def installed(element, cache={}):
+    if element not in cache:
+        cache[element] = subprocess.run(["gst-inspect-1.0", element],
+                                        capture_output=True).returncode == 0
+    return cache[element]
+
+
+def socket_of(words):
+    for word in words:
+        if word.startswith("socket-path="):
+            return word.split("=", 1)[1]
+    return None
+
+
+def why_not(words):
+    """Why this machine cannot run the command, or None."""
+    text = " ".join(words)
+    for pattern, need in NEEDS:
+        if re.search(pattern, text):
+            return need
+    if "cudasink-ipc" in words and "memory=host" not in words:
+        return "a CUDA GPU (cudasink-ipc's default memory=cuda)"
+    for element in elements_of(words):
+        if not installed(element):
+            return f"the element {element}, which is not installed here"
+    return None
+
+
+class Xvfb:
+    """A private X server for the display sinks."""
+
+    def __init__(self):
+        self.process = None
+        self.display = None
+        if shutil.which("Xvfb") is None:
+            return
+        for number in range(90, 130):
+            if os.path.exists(f"/tmp/.X11-unix/X{number}") or os.path.exists(f"/tmp/.X{number}-lock"):
+                continue
+            process = subprocess.Popen(["Xvfb", f":{number}", "-screen", "0", "1920x1080x24",
+                                        "-nolisten", "tcp"], stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.DEVNULL)
+            for _ in range(50):
+                if os.path.exists(f"/tmp/.X11-unix/X{number}"):
+                    self.process, self.display = process, f":{number}"
+                    return
+                if process.poll() is not None:
+                    break
+                time.sleep(0.1)
+            process.kill()
+            process.wait()
+
+    def close(self):
+        if self.process:
+            self.process.terminate()
+            self.process.wait()
+
+
+def run_block(commands, scratch, display, log):
+    """Runs one block's commands together; returns a list of (words, failure or None)."""
+    started = []
+    env = dict(os.environ)
+    if display:
+        env["DISPLAY"] = display
+    producers = [w for w in commands if "cudasink-ipc" in w]
+    others = [w for w in commands if "cudasink-ipc" not in w]
+    for words in producers + others:
+        moved = []
+        for word in words:
+            if word.startswith("socket-path="):
+                word = "socket-path=" + os.path.join(scratch, os.path.basename(word.split("=", 1)[1]))
+            moved.append(word)
+        output = open(os.path.join(scratch, f"cmd{len(started)}.log"), "w+")
+        process = subprocess.Popen(moved, cwd=scratch, env=env, stdout=output,
+                                   stderr=subprocess.STDOUT, text=True)
+        started.append((words, process, output))
+        if words in producers:
+            time.sleep(0.5)  # the socket exists once the producer is PAUSED
+    time.sleep(RUN_SECONDS)
+    results = []
+    for words, process, output in started:
+        code = process.poll()
+        if code is None:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        output.seek(0)
+        text = output.read()
+        output.close()
+        failure = None
+        if "ERROR" in text:
+            failure = "printed an error"
+        elif code not in (None, 0):
+            failure = f"exited with status {code}"
+        elif "Setting pipeline to PLAYING" not in text:
+            failure = "never reached PLAYING"
+        if failure:
+            log.append(f"---- {' '.join(words)}\n{text[-3000:]}")
+        results.append((words, failure))
+    return results
+
+
+def main():
+    sources = [os.path.join(ROOT, "README.md")]
+    docs = os.path.join(ROOT, "docs")
+    sources += sorted(os.path.join(docs, f) for f in os.listdir(docs) if f.endswith(".md"))
+    xvfb = Xvfb()
+    ran = skipped = failed = 0
+    logs = []
+    try:
+        for source in sources:
+            name = os.path.relpath(source, ROOT)
+            for block in code_blocks(source):
+                commands = commands_of(block)
+                if not commands:
+                    continue
+                runnable, reasons = [], {}
+                for words in commands:
+                    reason = why_not(words)
+                    if reason is None and xvfb.display is None and \
+                            DISPLAY_SINKS.intersection(elements_of(words)):
+                        reason = "an X server (install xvfb)"
+                    if reason:
+                        reasons[" ".join(words)] = reason
+                    else:
+                        runnable.append(words)
+                # A consumer of a producer that cannot run here has nothing to read.
+                served = {socket_of(w) for w in runnable if "cudasink-ipc" in w}
+                unserved = {socket_of(w) for w in commands if "cudasink-ipc" in w} - served
+                for words in list(runnable):
+                    sock = socket_of(words)
+                    if "cudasrc-ipc" in words and sock in unserved:
+                        runnable.remove(words)
+                        reasons[" ".join(words)] = "its producer, which cannot run here"
+                # A network receiver listens for a sender that runs on another host.
+                if "another host" in reasons.values():
+                    for words in list(runnable):
+                        if {"udpsrc", "srtsrc", "tcpclientsrc"}.intersection(elements_of(words)):
+                            runnable.remove(words)
+                            reasons[" ".join(words)] = "its sender, which runs on another host"
+                for command, reason in reasons.items():
+                    skipped += 1
+                    print(f"SKIP {name}: {command}\n     needs {reason}")
+                if not runnable:
+                    continue
+                with tempfile.TemporaryDirectory(prefix="cudaipc-doc-") as scratch:
+                    for words, failure in run_block(runnable, scratch, xvfb.display, logs):
+                        ran += 1
+                        if failure:
+                            failed += 1
+                            print(f"FAIL {name}: {' '.join(words)}\n     {failure}")
+                        else:
+                            print(f"OK   {name}: {' '.join(words)}")
+    finally:
+        xvfb.close()
+    for entry in logs:
+        print(entry)
+    print(f"{ran} command(s) ran, {failed} failed, {skipped} skipped")
+    if xvfb.display is None:
+        print("Xvfb is not installed (scripts/install-deps installs xvfb): display sinks were "
+              "not run, which fails this test")
+        return 1
+    if ran == 0:
+        print("nothing ran")
+        return 1
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
