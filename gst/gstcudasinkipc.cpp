@@ -163,6 +163,16 @@ struct ProducerLink {
     writer_flushing = flushing;
     if (producer) producer->set_flushing(flushing, cipc::Producer::FlushHolder::kWriter);
   }
+  // The pool upstream writes into holds at most `max_slots` (0: it grows as needed). Consumers
+  // may hold all but kWriterSlots of a bounded pool; the writer needs the rest to go on.
+  static constexpr guint kWriterSlots = 2;
+  void set_pool_limit(guint max_slots) {
+    std::lock_guard<std::mutex> guard(lock);
+    if (!producer) return;
+    producer->set_slot_budget(max_slots == 0             ? 0
+                              : max_slots > kWriterSlots ? max_slots - kWriterSlots
+                                                         : 1);
+  }
   bool is_writer_flushing() {
     std::lock_guard<std::mutex> guard(lock);
     return writer_flushing;
@@ -428,18 +438,20 @@ static gboolean gst_cuda_sink_ipc_start(GstBaseSink* sink) {
       [announce_to](uint64_t generation, const std::string& caps, uint64_t frame_size) {
         announce_to->set_caps(generation, caps, frame_size);
       },
-      [self](const std::string& what) {
-        // Upstream only sees a failed allocation (not-negotiated, or a flow error mid-stream):
-        // this is where the user learns what ran out.
-        GST_ELEMENT_ERROR(self, RESOURCE, NO_SPACE_LEFT,
-                          ("Out of memory for shared frames: %s. Lower pool-size or the "
-                           "resolution, or raise the process's memory limit (ulimit -v, the "
-                           "container's memory limit).",
-                           what.c_str()),
-                          (nullptr));
-      },
-      [link = p.producer_link] { link->read_releases_now(); },
-      [link = p.producer_link](bool flushing) { link->set_writer_flushing(flushing); });
+      CipcSlotPoolHooks{
+          [self](const std::string& what) {
+            // Upstream only sees a failed allocation (not-negotiated, or a flow error mid-stream):
+            // this is where the user learns what ran out.
+            GST_ELEMENT_ERROR(self, RESOURCE, NO_SPACE_LEFT,
+                              ("Out of memory for shared frames: %s. Lower pool-size or the "
+                               "resolution, or raise the process's memory limit (ulimit -v, the "
+                               "container's memory limit).",
+                               what.c_str()),
+                              (nullptr));
+          },
+          [link = p.producer_link] { link->read_releases_now(); },
+          [link = p.producer_link](bool flushing) { link->set_writer_flushing(flushing); },
+          [link = p.producer_link](guint max_slots) { link->set_pool_limit(max_slots); }});
   p.frames_rendered = 0;
   p.copies = 0;
   p.pool_generation = 0;

@@ -12,9 +12,7 @@ GST_DEBUG_CATEGORY_STATIC(gst_cipc_slot_pool_debug);
 struct _GstCipcSlotPool {
   GstBufferPool parent;
   std::shared_ptr<cipc::MemoryBackend>* backend;
-  CipcSlotPoolFailure* on_failure;    // may be empty
-  CipcSlotPoolWait* before_wait;      // may be empty
-  CipcSlotPoolFlushing* on_flushing;  // may be empty
+  CipcSlotPoolHooks* hooks;
   std::atomic<bool> failure_told;
   uint64_t generation;
   std::atomic<guint> next_index;
@@ -66,6 +64,7 @@ static gboolean slot_pool_set_config(GstBufferPool* pool, GstStructure* config) 
   gst_buffer_pool_config_set_params(config, caps, size, min, max);
   const gboolean ok =
       GST_BUFFER_POOL_CLASS(gst_cipc_slot_pool_parent_class)->set_config(pool, config);
+  if (ok && self->hooks && self->hooks->on_configured) self->hooks->on_configured(max);
   // Per the GstBufferPool contract, a changed configuration is applied and reported as FALSE
   // so the caller can re-read and validate it.
   return ok && !resized;
@@ -104,13 +103,13 @@ static GstFlowReturn slot_pool_alloc_buffer(GstBufferPool* pool, GstBuffer** out
     GstStructure* current = gst_buffer_pool_get_config(pool);
     gst_buffer_pool_config_get_params(current, nullptr, nullptr, &min_buffers, nullptr);
     gst_structure_free(current);
-    if (*self->on_failure && !self->failure_told.exchange(true)) {
+    if (self->hooks->on_failure && !self->failure_told.exchange(true)) {
       const double mib = size / (1024.0 * 1024.0);
       gchar* what = g_strdup_printf(
           "could not allocate shareable slot %u of %.1f MiB (%u bytes; the pool keeps at least "
           "%u slots, %.0f MiB in all): %s",
           index + 1, mib, size, min_buffers, mib * min_buffers, slot.error().message.c_str());
-      (*self->on_failure)(what);
+      self->hooks->on_failure(what);
       g_free(what);
     }
     return GST_FLOW_ERROR;
@@ -140,8 +139,7 @@ static GstFlowReturn slot_pool_acquire_buffer(GstBufferPool* pool, GstBuffer** o
   auto* parent = GST_BUFFER_POOL_CLASS(gst_cipc_slot_pool_parent_class);
   const bool may_wait =
       params == nullptr || !(params->flags & GST_BUFFER_POOL_ACQUIRE_FLAG_DONTWAIT);
-  if (!may_wait || self->before_wait == nullptr || !*self->before_wait)
-    return parent->acquire_buffer(pool, out, params);
+  if (!may_wait || !self->hooks->before_wait) return parent->acquire_buffer(pool, out, params);
   // Try without waiting first; only a pool with every slot out (at its maximum) has to wait,
   // and then for a consumer's RELEASE, which the producer must read at once.
   GstBufferPoolAcquireParams now{};
@@ -150,26 +148,24 @@ static GstFlowReturn slot_pool_acquire_buffer(GstBufferPool* pool, GstBuffer** o
       static_cast<GstBufferPoolAcquireFlags>(now.flags | GST_BUFFER_POOL_ACQUIRE_FLAG_DONTWAIT);
   const GstFlowReturn ret = parent->acquire_buffer(pool, out, &now);
   if (ret != GST_FLOW_EOS) return ret;
-  (*self->before_wait)();
+  self->hooks->before_wait();
   return parent->acquire_buffer(pool, out, params);
 }
 
 static void slot_pool_flush_start(GstBufferPool* pool) {
   auto* self = GST_CIPC_SLOT_POOL(pool);
-  if (self->on_flushing && *self->on_flushing) (*self->on_flushing)(true);
+  if (self->hooks->on_flushing) self->hooks->on_flushing(true);
 }
 
 static void slot_pool_flush_stop(GstBufferPool* pool) {
   auto* self = GST_CIPC_SLOT_POOL(pool);
-  if (self->on_flushing && *self->on_flushing) (*self->on_flushing)(false);
+  if (self->hooks->on_flushing) self->hooks->on_flushing(false);
 }
 
 static void slot_pool_finalize(GObject* object) {
   auto* self = GST_CIPC_SLOT_POOL(object);
   delete self->backend;
-  delete self->on_failure;
-  delete self->before_wait;
-  delete self->on_flushing;
+  delete self->hooks;
   G_OBJECT_CLASS(gst_cipc_slot_pool_parent_class)->finalize(object);
 }
 
@@ -187,9 +183,7 @@ static void gst_cipc_slot_pool_class_init(GstCipcSlotPoolClass* klass) {
 
 static void gst_cipc_slot_pool_init(GstCipcSlotPool* self) {
   self->backend = nullptr;
-  self->on_failure = nullptr;
-  self->before_wait = nullptr;
-  self->on_flushing = nullptr;
+  self->hooks = nullptr;
   self->generation = 0;
   new (&self->next_index) std::atomic<guint>(0);
   new (&self->failure_told) std::atomic<bool>(false);
@@ -197,15 +191,11 @@ static void gst_cipc_slot_pool_init(GstCipcSlotPool* self) {
 }
 
 GstBufferPool* gst_cipc_slot_pool_new(std::shared_ptr<cipc::MemoryBackend> backend,
-                                      uint64_t generation, CipcSlotPoolFailure on_failure,
-                                      CipcSlotPoolWait before_wait,
-                                      CipcSlotPoolFlushing on_flushing) {
+                                      uint64_t generation, CipcSlotPoolHooks hooks) {
   auto* self = GST_CIPC_SLOT_POOL(g_object_new(GST_TYPE_CIPC_SLOT_POOL, nullptr));
   gst_object_ref_sink(self);
   self->backend = new std::shared_ptr<cipc::MemoryBackend>(std::move(backend));
-  self->on_failure = new CipcSlotPoolFailure(std::move(on_failure));
-  self->before_wait = new CipcSlotPoolWait(std::move(before_wait));
-  self->on_flushing = new CipcSlotPoolFlushing(std::move(on_flushing));
+  self->hooks = new CipcSlotPoolHooks(std::move(hooks));
   self->generation = generation;
   return GST_BUFFER_POOL_CAST(self);
 }
@@ -234,22 +224,20 @@ namespace cipc_gst {
 
 SlotPoolGenerations::SlotPoolGenerations(std::shared_ptr<cipc::MemoryBackend> backend,
                                          guint pool_size, Announce announce,
-                                         CipcSlotPoolFailure on_failure,
-                                         CipcSlotPoolWait before_wait,
-                                         CipcSlotPoolFlushing on_flushing)
+                                         CipcSlotPoolHooks hooks)
     : backend_(std::move(backend)),
       pool_size_(pool_size),
       announce_(std::move(announce)),
-      on_failure_(std::move(on_failure)),
-      before_wait_(std::move(before_wait)) {
-  flush_forwarding_->forward = std::move(on_flushing);
+      hooks_(std::move(hooks)) {
+  current_->on_flushing = std::move(hooks_.on_flushing);
+  current_->on_configured = std::move(hooks_.on_configured);
   gst_video_info_init(&info_);
 }
 
 SlotPoolGenerations::~SlotPoolGenerations() {
   {
-    std::lock_guard<std::mutex> lock(flush_forwarding_->lock);
-    flush_forwarding_->generation = 0;
+    std::lock_guard<std::mutex> lock(current_->lock);
+    current_->generation = 0;
   }
   drop_pool(true);
 }
@@ -266,14 +254,22 @@ void SlotPoolGenerations::drop_pool(bool deactivate) {
 bool SlotPoolGenerations::start_generation(GstCaps* caps, const GstVideoInfo& info, bool new_caps,
                                            std::string* error) {
   const uint64_t generation = generation_ + 1;
-  CipcSlotPoolFlushing on_flushing;
-  if (flush_forwarding_->forward)
-    on_flushing = [state = flush_forwarding_, generation](bool flushing) {
-      std::lock_guard<std::mutex> lock(state->lock);
-      if (state->generation == generation) state->forward(flushing);
-    };
-  GstBufferPool* pool =
-      gst_cipc_slot_pool_new(backend_, generation, on_failure_, before_wait_, on_flushing);
+  CipcSlotPoolHooks hooks = hooks_;
+  hooks.on_flushing = [state = current_, generation](bool flushing) {
+    std::lock_guard<std::mutex> lock(state->lock);
+    if (state->generation == generation && state->on_flushing) state->on_flushing(flushing);
+  };
+  hooks.on_configured = [state = current_, generation](guint max_slots) {
+    std::lock_guard<std::mutex> lock(state->lock);
+    if (state->generation == generation && state->on_configured) state->on_configured(max_slots);
+  };
+  // Current before its first configuration, which is ours below.
+  {
+    std::lock_guard<std::mutex> lock(current_->lock);
+    current_->generation = generation;
+    if (current_->on_flushing) current_->on_flushing(false);  // the new pool is not flushing
+  }
+  GstBufferPool* pool = gst_cipc_slot_pool_new(backend_, generation, std::move(hooks));
   GstStructure* config = gst_buffer_pool_get_config(pool);
   gst_buffer_pool_config_set_params(config, caps, GST_VIDEO_INFO_SIZE(&info), pool_size_, 0);
   gst_buffer_pool_config_add_option(config, GST_BUFFER_POOL_OPTION_VIDEO_META);
@@ -287,12 +283,6 @@ bool SlotPoolGenerations::start_generation(GstCaps* caps, const GstVideoInfo& in
   // A replaced pool is deactivated on a caps change only: after a roll-over upstream may still
   // write into it, and frames consumers hold stay valid either way until released.
   caps = gst_caps_ref(caps);  // `caps` may be caps_ itself
-  {
-    // From now on only the new pool speaks for the writer, and it is not flushing.
-    std::lock_guard<std::mutex> lock(flush_forwarding_->lock);
-    flush_forwarding_->generation = generation;
-    if (flush_forwarding_->forward) flush_forwarding_->forward(false);
-  }
   drop_pool(new_caps);
   pool_ = pool;
   caps_ = caps;

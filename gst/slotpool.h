@@ -37,11 +37,20 @@ using CipcSlotPoolWait = std::function<void()>;
 // it stops its streaming thread, for a flush, a state change or a forced EOS (gst-launch-1.0 -e).
 // A writer blocked on the sink's backpressure must then give up its frame. Must not block.
 using CipcSlotPoolFlushing = std::function<void(bool flushing)>;
+// Told the pool's slot limit whenever it is configured (by us, or by upstream from our proposal):
+// `max_slots` 0 means it grows as needed. Called on the configuring thread; must not block.
+using CipcSlotPoolConfigured = std::function<void(guint max_slots)>;
+
+// What a pool tells its owner. Every member may be empty.
+struct CipcSlotPoolHooks {
+  CipcSlotPoolFailure on_failure;
+  CipcSlotPoolWait before_wait;
+  CipcSlotPoolFlushing on_flushing;
+  CipcSlotPoolConfigured on_configured;
+};
 
 GstBufferPool* gst_cipc_slot_pool_new(std::shared_ptr<cipc::MemoryBackend> backend,
-                                      uint64_t generation, CipcSlotPoolFailure on_failure = nullptr,
-                                      CipcSlotPoolWait before_wait = nullptr,
-                                      CipcSlotPoolFlushing on_flushing = nullptr);
+                                      uint64_t generation, CipcSlotPoolHooks hooks = {});
 uint64_t gst_cipc_slot_pool_generation(GstCipcSlotPool* pool);
 // Slots allocated so far in this pool (persistent slots are allocated once each). Every slot
 // retired under a stuck consumer is replaced by one with a new index, so this only grows.
@@ -70,9 +79,7 @@ class SlotPoolGenerations {
       std::function<void(uint64_t generation, const std::string& caps, uint64_t frame_size)>;
 
   SlotPoolGenerations(std::shared_ptr<cipc::MemoryBackend> backend, guint pool_size,
-                      Announce announce, CipcSlotPoolFailure on_failure = nullptr,
-                      CipcSlotPoolWait before_wait = nullptr,
-                      CipcSlotPoolFlushing on_flushing = nullptr);
+                      Announce announce, CipcSlotPoolHooks hooks = {});
   ~SlotPoolGenerations();
   SlotPoolGenerations(const SlotPoolGenerations&) = delete;
   SlotPoolGenerations& operator=(const SlotPoolGenerations&) = delete;
@@ -107,16 +114,16 @@ class SlotPoolGenerations {
   std::shared_ptr<cipc::MemoryBackend> backend_;
   guint pool_size_;
   Announce announce_;
-  CipcSlotPoolFailure on_failure_;
-  CipcSlotPoolWait before_wait_;
-  // Only the current generation's flushing is passed on: a replaced pool is deactivated (which
-  // flushes it) and never flushes back.
-  struct FlushForwarding {
+  CipcSlotPoolHooks hooks_;
+  // Only the current generation's flushing and configuration are passed on: a replaced pool is
+  // deactivated (which flushes it) and says nothing about the pool upstream writes into now.
+  struct CurrentGeneration {
     std::mutex lock;
     uint64_t generation = 0;  // the one passed on; 0: none
-    CipcSlotPoolFlushing forward;
+    CipcSlotPoolFlushing on_flushing;
+    CipcSlotPoolConfigured on_configured;
   };
-  std::shared_ptr<FlushForwarding> flush_forwarding_ = std::make_shared<FlushForwarding>();
+  std::shared_ptr<CurrentGeneration> current_ = std::make_shared<CurrentGeneration>();
   GstBufferPool* pool_ = nullptr;  // the current generation's
   GstCaps* caps_ = nullptr;
   GstVideoInfo info_;

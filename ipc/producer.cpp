@@ -381,7 +381,30 @@ void Producer::handshake(Session& session, const Hello& hello, Deferred& deferre
            deferred);
     return;
   }
-  session.max_in_flight = std::min(hello.max_in_flight, config_.max_in_flight);
+  uint32_t granted = std::min(hello.max_in_flight, config_.max_in_flight);
+  if (slot_budget_ != 0) {
+    uint32_t held = 0, holders = 0;
+    for (const auto& entry : sessions_) {
+      const Session& other = *entry.second;
+      if (&other == &session || !other.ready || other.dead) continue;
+      held += other.max_in_flight;
+      ++holders;
+    }
+    const uint32_t left = slot_budget_ > held ? slot_budget_ - held : 0;
+    if (left < std::min(granted, kMinGrant)) {
+      reject(session, ErrorCode::kUnsupported,
+             "the producer's pool leaves consumers " + std::to_string(slot_budget_) +
+                 " slots and its " + std::to_string(holders) + " consumer(s) may already hold " +
+                 std::to_string(held) +
+                 " of them; another consumer would starve the writer. "
+                 "Let upstream grow the pool (or raise its size), or lower the consumers' "
+                 "max-in-flight",
+             deferred);
+      return;
+    }
+    granted = std::min(granted, left);
+  }
+  session.max_in_flight = granted;
   Welcome w;
   w.instance_id = instance_id_;
   w.memory_kind = config_.memory_kind;
@@ -729,6 +752,11 @@ void Producer::read_releases_now() {
     lazy_until_ns_ = 0;
   }
   wake_.wake();
+}
+
+void Producer::set_slot_budget(uint32_t slots) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  slot_budget_ = slots;
 }
 
 void Producer::set_flushing(bool flushing, FlushHolder holder) {

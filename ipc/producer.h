@@ -122,6 +122,13 @@ class Producer {
   // reference to `hold` until released. Returns how many consumers got it.
   size_t publish(const SlotRef& slot, Frame frame, const std::shared_ptr<FrameHold>& hold);
   void send_eos();
+  // The most slots all consumers together may hold (0: no limit): what a bounded pool upstream
+  // writes into leaves them. Each consumer is granted min(what it asks, max_in_flight, what is
+  // left), so that a writer never waits for slots consumers legitimately hold; one that would get
+  // fewer than kMinGrant (its sink keeps one frame, the next needs another) is refused, saying
+  // why. Grants already made stand; a lower budget applies to the consumers that come next.
+  static constexpr uint32_t kMinGrant = 2;
+  void set_slot_budget(uint32_t slots);
 
   // Blocks until at least one consumer is attached; false on timeout or while flushing.
   bool wait_for_consumer(int timeout_ms);
@@ -250,6 +257,7 @@ class Producer {
   unsigned flush_holders_ = 0;  // FlushHolder bits
   bool eos_ = false;
   bool has_caps_ = false;
+  uint32_t slot_budget_ = 0;  // set_slot_budget(); 0: unlimited
   // Until then consumers' messages wait for publish() (lazy_release_ms); 0: read at once.
   uint64_t lazy_until_ns_ = 0;
   bool io_sleeps_lazily_ = false;  // the I/O thread's current poll() leaves RELEASEs queued

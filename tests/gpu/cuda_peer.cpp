@@ -335,10 +335,11 @@ struct DrivenSink {
     gst_util_set_object_arg(G_OBJECT(sink), "sync-mode", o.sync_mode.c_str());
     gst_util_set_object_arg(G_OBJECT(sink), "memory", memory);
     // max = slots = max-in-flight: the writer waits for a free slot instead of outrunning
-    // consumers.
+    // consumers. The properties stop at 64; the pool itself takes any bound (fan-out runs).
+    const guint property_slots = std::min<guint>(slots, 64);
     g_object_set(sink, "socket-path", socket.c_str(), "cuda-device-id", o.device, "sync", FALSE,
-                 "async", FALSE, "wait-for-consumer", wait_for_consumer, "max-in-flight", slots,
-                 "pool-size", slots, "enable-last-sample", FALSE, nullptr);
+                 "async", FALSE, "wait-for-consumer", wait_for_consumer, "max-in-flight",
+                 property_slots, "pool-size", property_slots, "enable-last-sample", FALSE, nullptr);
     // Started here, before the harness gets it: gst_harness_add_element_full() plays a sink and
     // asserts (aborts) if that fails, and gives it no bus, so the element's error would be lost.
     bus = gst_bus_new();

@@ -201,6 +201,57 @@ TEST_F(GpuTwoProcess, CopyModeIsBitExactAndReleasesAtOnce) {
   EXPECT_EQ(stat_of(stats.second, "device-copies"), 600u) << stats.second;
 }
 
+// Issue 27: one producer, many consumers in CUDA memory. The writer bounds the pool it takes
+// slots from (--pool-size); the producer grants each consumer what is left of it, so the writer
+// never waits on frames consumers legitimately hold. Paced 60 fps, every consumer gets every
+// frame (backpressure: the writer is not live), in order and bit-exact.
+class GpuFanOut : public GpuTwoProcess {
+ protected:
+  void run_fan_out(int consumers, int pool_size, size_t frames) {
+    const std::string sock = path("fanout.sock");
+    const std::string n = std::to_string(frames);
+    Process& prod = producer(
+        "producer", {"--socket", sock, "--frames", n, "--fps", "60", "--width", "1920", "--height",
+                     "1080", "--consumers", std::to_string(consumers), "--pool-size",
+                     std::to_string(pool_size), "--record", path("produced.txt")});
+    std::vector<Process*> readers;
+    for (int i = 0; i < consumers; ++i) {
+      readers.push_back(
+          &consumer("consumer" + std::to_string(i),
+                    {"--socket", sock, "--frames", n, "--timeout-s", "200", "--max-in-flight", "2",
+                     "--record", path("received" + std::to_string(i) + ".txt")}));
+    }
+    for (int i = 0; i < consumers; ++i)
+      EXPECT_EQ(readers[i]->wait_exit(kRunTimeout), std::optional<int>(0))
+          << "consumer " << i << "\n"
+          << readers[i]->transcript();
+    EXPECT_EQ(prod.wait_exit(kRunTimeout), std::optional<int>(0)) << prod.transcript();
+    const std::string pstats = prod.last("STATS ").value_or("");
+    EXPECT_EQ(stat_of(pstats, "consumers-timed-out"), 0u) << pstats;
+    EXPECT_EQ(stat_of(pstats, "consumers-rejected"), 0u) << pstats;
+    const std::vector<Record> produced = read_records(path("produced.txt"));
+    ASSERT_EQ(produced.size(), frames);
+    for (int i = 0; i < consumers; ++i) {
+      const std::vector<Record> received =
+          read_records(path("received" + std::to_string(i) + ".txt"));
+      ASSERT_EQ(received.size(), frames) << "consumer " << i;
+      size_t mismatches = 0;
+      for (size_t k = 0; k < frames; ++k)
+        mismatches += received[k].index != k || received[k].checksum != produced[k].checksum;
+      EXPECT_EQ(mismatches, 0u) << "consumer " << i << ": frames out of order or not bit-exact";
+    }
+    expect_frames_match_reference({produced[0], produced[frames - 1]}, 1920, 1080, "producer");
+  }
+};
+
+TEST_F(GpuFanOut, SixteenConsumersInCudaMemoryGetEveryFrameInOrderBitExact) {
+  run_fan_out(16, 40, 300);
+}
+
+TEST_F(GpuFanOut, SixtyFourConsumersInCudaMemoryGetEveryFrameInOrderBitExact) {
+  run_fan_out(64, 136, 300);
+}
+
 // Synchronisation, sync-mode=cpu (no interprocess events): stream synchronisation instead, still
 // exact.
 TEST_F(GpuTwoProcess, CpuSyncModeIsBitExact) {

@@ -336,14 +336,16 @@ TEST_F(Glue, SlotPoolAboutToWaitForASlotAsksForReleasesFirst) {
   std::atomic<int> asked{0};
   GstBuffer* returned_by_hook = nullptr;
   std::mutex lock;
+  CipcSlotPoolHooks hooks;
+  hooks.before_wait = [&] {
+    ++asked;
+    // As the producer would on reading a RELEASE: a held slot goes back to the pool.
+    std::lock_guard<std::mutex> guard(lock);
+    if (returned_by_hook) gst_buffer_unref(returned_by_hook);
+    returned_by_hook = nullptr;
+  };
   GstBufferPool* pool =
-      gst_cipc_slot_pool_new(std::make_shared<cipc_slots::HostMemoryBackend>(), 1, nullptr, [&] {
-        ++asked;
-        // As the producer would on reading a RELEASE: a held slot goes back to the pool.
-        std::lock_guard<std::mutex> guard(lock);
-        if (returned_by_hook) gst_buffer_unref(returned_by_hook);
-        returned_by_hook = nullptr;
-      });
+      gst_cipc_slot_pool_new(std::make_shared<cipc_slots::HostMemoryBackend>(), 1, hooks);
   GstCaps* caps = gst_caps_from_string("video/x-raw,format=GRAY8,width=64,height=4");
   GstStructure* config = gst_buffer_pool_get_config(pool);
   gst_buffer_pool_config_set_params(config, caps, 256, 2, 2);  // at most two slots
@@ -483,6 +485,48 @@ TEST_F(Glue, PoolGenerationsAnnounceEachNewFormatOnceWithoutMemoryFeatures) {
   EXPECT_EQ(pools.generation(), 2u) << "a refused format leaves the current pool";
   gst_object_unref(first);
   gst_caps_unref(bad);
+  gst_caps_unref(b);
+  gst_caps_unref(a);
+}
+
+// Issue 27 and issue 24 item 6: the sink hears the slot limit upstream configures on the pool it
+// writes into, and that pool's flushing - from the current generation only: a replaced pool is
+// deactivated (which flushes it) and its configuration says nothing about the pool in use.
+TEST_F(Glue, PoolGenerationsPassOnTheCurrentPoolsLimitAndFlushingOnly) {
+  std::vector<guint> limits;
+  std::vector<bool> flushing;
+  CipcSlotPoolHooks hooks;
+  hooks.on_configured = [&](guint max_slots) { limits.push_back(max_slots); };
+  hooks.on_flushing = [&](bool f) { flushing.push_back(f); };
+  cipc_gst::SlotPoolGenerations pools(
+      std::make_shared<cipc_slots::HostMemoryBackend>(), 3,
+      [](uint64_t, const std::string&, uint64_t) {}, hooks);
+  std::string error;
+  GstCaps* a = gst_caps_from_string("video/x-raw,format=GRAY8,width=16,height=16");
+  ASSERT_TRUE(pools.ensure(a, &error)) << error;
+  EXPECT_EQ(limits, (std::vector<guint>{0})) << "the sink's own configuration: it grows";
+  // Upstream takes the proposed pool and bounds it, as a writer that allocates ahead may.
+  GstBufferPool* first = GST_BUFFER_POOL(gst_object_ref(pools.pool()));
+  GstStructure* config = gst_buffer_pool_get_config(first);
+  gst_buffer_pool_config_set_params(config, a, 256, 3, 5);
+  ASSERT_TRUE(gst_buffer_pool_set_config(first, config));
+  EXPECT_EQ(limits, (std::vector<guint>{0, 5}));
+  ASSERT_TRUE(gst_buffer_pool_set_active(first, TRUE));
+  flushing.clear();
+  gst_buffer_pool_set_flushing(first, TRUE);
+  gst_buffer_pool_set_flushing(first, FALSE);
+  EXPECT_EQ(flushing, (std::vector<bool>{true, false}));
+
+  GstCaps* b = gst_caps_from_string("video/x-raw,format=GRAY8,width=32,height=16");
+  flushing.clear();
+  ASSERT_TRUE(pools.ensure(b, &error)) << error;  // deactivates (and so flushes) the first
+  EXPECT_EQ(flushing, (std::vector<bool>{false})) << "only the new pool's state: not flushing";
+  EXPECT_EQ(limits, (std::vector<guint>{0, 5, 0}));
+  config = gst_buffer_pool_get_config(first);
+  gst_buffer_pool_config_set_params(config, a, 256, 3, 4);
+  gst_buffer_pool_set_config(first, config);
+  EXPECT_EQ(limits, (std::vector<guint>{0, 5, 0})) << "the replaced pool is not heard";
+  gst_object_unref(first);
   gst_caps_unref(b);
   gst_caps_unref(a);
 }
