@@ -494,6 +494,19 @@ static GstCaps* prefer_display_formats(GstCaps* caps) {
   return preferred;
 }
 
+// Whether the first format `caps` offers has more than 8 bits per component: the mark of a list
+// of everything an element can make (GStreamer orders formats deepest first), not a preference.
+static bool leads_with_a_deep_format(GstCaps* caps) {
+  if (gst_caps_is_empty(caps) || gst_caps_is_any(caps)) return false;
+  const GValue* format = gst_structure_get_value(gst_caps_get_structure(caps, 0), "format");
+  if (format && GST_VALUE_HOLDS_LIST(format) && gst_value_list_get_size(format) > 0)
+    format = gst_value_list_get_value(format, 0);
+  if (!format || !G_VALUE_HOLDS_STRING(format)) return false;
+  const GstVideoFormatInfo* info =
+      gst_video_format_get_info(gst_video_format_from_string(g_value_get_string(format)));
+  return info && GST_VIDEO_FORMAT_INFO_DEPTH(info, 0) > 8;
+}
+
 // memory=host accepts system memory only; memory=cuda both (system memory is uploaded).
 static GstCaps* gst_cuda_sink_ipc_get_caps(GstBaseSink* sink, GstCaps* filter) {
   auto* self = GST_CUDA_SINK_IPC(sink);
@@ -507,14 +520,21 @@ static GstCaps* gst_cuda_sink_ipc_get_caps(GstBaseSink* sink, GstCaps* filter) {
     gst_caps_unref(caps);
     caps = system;
   }
-  caps = prefer_display_formats(caps);
   if (filter) {
-    // Our order first: upstream's own (deepest format first) would undo the preference.
+    // An upstream with a preference of its own (rg10tobgra: BGRA) keeps it; one that lists all
+    // it can make, deepest first (videotestsrc), gets ours instead.
+    GstCaps* upstream_order = gst_caps_intersect_full(filter, caps, GST_CAPS_INTERSECT_FIRST);
+    if (!leads_with_a_deep_format(upstream_order)) {
+      gst_caps_unref(caps);
+      return upstream_order;
+    }
+    gst_caps_unref(upstream_order);
+    caps = prefer_display_formats(caps);
     GstCaps* tmp = gst_caps_intersect_full(caps, filter, GST_CAPS_INTERSECT_FIRST);
     gst_caps_unref(caps);
-    caps = tmp;
+    return tmp;
   }
-  return caps;
+  return prefer_display_formats(caps);
 }
 
 // Makes the pool for `caps` the current generation, telling consumers about the new format.

@@ -381,29 +381,23 @@ void Producer::handshake(Session& session, const Hello& hello, Deferred& deferre
            deferred);
     return;
   }
-  uint32_t granted = std::min(hello.max_in_flight, config_.max_in_flight);
   if (slot_budget_ != 0) {
-    uint32_t held = 0, holders = 0;
+    uint32_t consumers = 0;
     for (const auto& entry : sessions_) {
       const Session& other = *entry.second;
-      if (&other == &session || !other.ready || other.dead) continue;
-      held += other.max_in_flight;
-      ++holders;
+      if (&other != &session && other.ready && !other.dead) ++consumers;
     }
-    const uint32_t left = slot_budget_ > held ? slot_budget_ - held : 0;
-    if (left < std::min(granted, kMinGrant)) {
+    if (consumers >= slot_budget_) {
       reject(session, ErrorCode::kUnsupported,
              "the producer's pool leaves consumers " + std::to_string(slot_budget_) +
-                 " slots and its " + std::to_string(holders) + " consumer(s) may already hold " +
-                 std::to_string(held) +
-                 " of them; another consumer would starve the writer. "
-                 "Let upstream grow the pool (or raise its size), or lower the consumers' "
-                 "max-in-flight",
+                 " slots and it already serves " + std::to_string(consumers) +
+                 " consumer(s), each of which may keep a frame until a newer one comes; another "
+                 "consumer would starve the writer. Let upstream grow the pool, or raise its size",
              deferred);
       return;
     }
-    granted = std::min(granted, left);
   }
+  const uint32_t granted = std::min(hello.max_in_flight, config_.max_in_flight);
   session.max_in_flight = granted;
   Welcome w;
   w.instance_id = instance_id_;

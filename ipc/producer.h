@@ -122,12 +122,11 @@ class Producer {
   // reference to `hold` until released. Returns how many consumers got it.
   size_t publish(const SlotRef& slot, Frame frame, const std::shared_ptr<FrameHold>& hold);
   void send_eos();
-  // The most slots all consumers together may hold (0: no limit): what a bounded pool upstream
-  // writes into leaves them. Each consumer is granted min(what it asks, max_in_flight, what is
-  // left), so that a writer never waits for slots consumers legitimately hold; one that would get
-  // fewer than kMinGrant (its sink keeps one frame, the next needs another) is refused, saying
-  // why. Grants already made stand; a lower budget applies to the consumers that come next.
-  static constexpr uint32_t kMinGrant = 2;
+  // The slots consumers may keep between them (0: no limit), what a bounded pool upstream writes
+  // into leaves them. A consumer releases what it is sent as it goes, except (often) the last
+  // frame, which its sink keeps until a newer one replaces it: with as many consumers as slots,
+  // each keeping a different one, the writer has no slot for that newer frame. So at most `slots`
+  // consumers are admitted; the next is refused, saying why. Consumers already attached stay.
   void set_slot_budget(uint32_t slots);
 
   // Blocks until at least one consumer is attached; false on timeout or while flushing.
