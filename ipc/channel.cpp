@@ -419,7 +419,7 @@ Result<Listener> Listener::bind(const std::string& path, unsigned mode) {
   if (!l.fd_) return system_error("socket()", errno);
   const std::string bind_name = private_bind_name(path);
   const std::string& bound = bind_name.empty() ? path : bind_name;
-  auto bound_addr = make_address(bound);
+  const auto bound_addr = bind_name.empty() ? addr : make_address(bind_name);
   if (!bound_addr) return bound_addr.error();
   if (!bind_name.empty()) ::unlink(bind_name.c_str());  // left by a crashed process of this pid
   if (::bind(l.fd_.get(), reinterpret_cast<const sockaddr*>(&bound_addr.value()),

@@ -457,6 +457,18 @@ gboolean producer_deadline(gpointer data) {
 }
 
 // Pops the error messages a failed state change left on the bus.
+// The pipeline `description` describes, or nullptr after printing why it cannot be built.
+GstElement* parse_pipeline(const char* description) {
+  GError* error = nullptr;
+  GstElement* pipeline = gst_parse_launch(description, &error);
+  if (pipeline && !error) return pipeline;
+  out_line(std::string("ERROR cannot build the pipeline: ") +
+           (error ? error->message : "unknown reason"));
+  g_clear_error(&error);
+  if (pipeline) gst_object_unref(pipeline);
+  return nullptr;
+}
+
 void drain_errors(GstElement* pipeline) {
   GstBus* bus = gst_element_get_bus(pipeline);
   while (GstMessage* msg = gst_bus_pop_filtered(
@@ -537,16 +549,9 @@ int run_produce(const Args& a) {
       p.live ? "true" : "false", static_cast<unsigned long>(p.max_in_flight),
       a.num("release-timeout", 2000), a.has("wait-for-consumer") ? "true" : "false",
       a.num("pool-size", 6), a.str("backpressure", "auto").c_str());
-  GError* error = nullptr;
-  p.pipeline = gst_parse_launch(description, &error);
+  p.pipeline = parse_pipeline(description);
   g_free(description);
-  if (!p.pipeline || error) {
-    out_line(std::string("ERROR cannot build the pipeline: ") +
-             (error ? error->message : "unknown reason"));
-    g_clear_error(&error);
-    if (p.pipeline) gst_object_unref(p.pipeline);
-    return kExitUsage;
-  }
+  if (!p.pipeline) return kExitUsage;
   p.sink = gst_bin_get_by_name(GST_BIN(p.pipeline), "sink");
   GstPad* pad = gst_element_get_static_pad(p.sink, "sink");
   gst_pad_add_probe(
@@ -666,16 +671,9 @@ int run_consume(const Args& a) {
       a.str("socket").c_str(), a.has("reconnect") ? "true" : "false", a.num("max-in-flight", 4),
       a.num("connect-timeout", 5000), a.num("reconnect-interval", 50), a.num("sleep-us", 0),
       a.has("system-memory") ? " caps=video/x-raw" : "");
-  GError* error = nullptr;
-  GstElement* pipeline = gst_parse_launch(description, &error);
+  GstElement* pipeline = parse_pipeline(description);
   g_free(description);
-  if (!pipeline || error) {
-    out_line(std::string("ERROR cannot build the pipeline: ") +
-             (error ? error->message : "unknown reason"));
-    g_clear_error(&error);
-    if (pipeline) gst_object_unref(pipeline);
-    return kExitUsage;
-  }
+  if (!pipeline) return kExitUsage;
   GstElement* src = gst_bin_get_by_name(GST_BIN(pipeline), "src");
   GstElement* sink = gst_bin_get_by_name(GST_BIN(pipeline), "sink");
   GstBus* bus = gst_element_get_bus(pipeline);
@@ -821,15 +819,8 @@ int run_launch(int argc, char** argv) {
   sa.sa_handler = launch_signal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
-  GError* error = nullptr;
-  GstElement* pipeline = gst_parse_launch(description.c_str(), &error);
-  if (!pipeline || error) {
-    out_line(std::string("ERROR cannot build the pipeline: ") +
-             (error ? error->message : "unknown reason"));
-    g_clear_error(&error);
-    if (pipeline) gst_object_unref(pipeline);
-    return kExitUsage;
-  }
+  GstElement* pipeline = parse_pipeline(description.c_str());
+  if (!pipeline) return kExitUsage;
   int code = kExitOk;
   if (gst_element_set_state(pipeline, GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE) {
     drain_errors(pipeline);

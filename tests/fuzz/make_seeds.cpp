@@ -255,35 +255,30 @@ void consumer_seeds(const std::filesystem::path& dir) {
 // ---- frame-layout: [format][width-1][height-1 (u16, mod 1088)][size choice][n_planes][per
 // plane: flag, off, stride]
 
+// One seed: format `index` of `formats` at width x height, in its default layout.
+void frame_layout_seed(const std::filesystem::path& dir, const GstVideoFormat* formats, guint index,
+                       guint width, guint height, const std::string& name) {
+  GstVideoInfo info;
+  if (!gst_video_info_set_format(&info, formats[index], width, height)) return;
+  InputWriter w;
+  w.u8(static_cast<uint8_t>(index))
+      .u8(static_cast<uint8_t>(width - 1))
+      .u16(static_cast<uint16_t>(height - 1))
+      .u32(static_cast<uint32_t>(GST_VIDEO_INFO_SIZE(&info) - 1));
+  w.u8(static_cast<uint8_t>(GST_VIDEO_INFO_N_PLANES(&info)));
+  for (guint p = 0; p < cipc::kMaxPlanes; ++p) w.u8(1).u32(0).u32(8);
+  write(dir, name, w.data());
+}
+
 void frame_layout_seeds(const std::filesystem::path& dir) {
   guint n = 0;
   const GstVideoFormat* formats = gst_video_formats_raw(&n);
-  for (guint i = 0; i < n; i += 7) {
-    GstVideoInfo info;
-    if (!gst_video_info_set_format(&info, formats[i % n], 64, 48)) continue;
-    InputWriter w;
-    w.u8(static_cast<uint8_t>(i))
-        .u8(63)
-        .u16(47)
-        .u32(static_cast<uint32_t>(GST_VIDEO_INFO_SIZE(&info) - 1));
-    w.u8(static_cast<uint8_t>(GST_VIDEO_INFO_N_PLANES(&info)));
-    for (guint p = 0; p < cipc::kMaxPlanes; ++p) w.u8(1).u32(0).u32(8);
-    write(dir, gst_video_format_to_string(formats[i % n]), w.data());
-  }
+  for (guint i = 0; i < n; i += 7)
+    frame_layout_seed(dir, formats, i, 64, 48, gst_video_format_to_string(formats[i]));
   // A palette format taller than its 256 palette entries (issue 24, item 4).
-  for (guint i = 0; i < n; ++i) {
-    if (formats[i] != GST_VIDEO_FORMAT_RGB8P) continue;
-    GstVideoInfo info;
-    if (!gst_video_info_set_format(&info, formats[i], 64, 300)) continue;
-    InputWriter w;
-    w.u8(static_cast<uint8_t>(i))
-        .u8(63)
-        .u16(299)
-        .u32(static_cast<uint32_t>(GST_VIDEO_INFO_SIZE(&info) - 1));
-    w.u8(static_cast<uint8_t>(GST_VIDEO_INFO_N_PLANES(&info)));
-    for (guint p = 0; p < cipc::kMaxPlanes; ++p) w.u8(1).u32(0).u32(8);
-    write(dir, "RGB8P-64x300", w.data());
-  }
+  for (guint i = 0; i < n; ++i)
+    if (formats[i] == GST_VIDEO_FORMAT_RGB8P)
+      frame_layout_seed(dir, formats, i, 64, 300, "RGB8P-64x300");
 }
 
 }  // namespace
