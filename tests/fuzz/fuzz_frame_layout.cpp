@@ -50,11 +50,13 @@ uint64_t default_extent(const GstVideoInfo& info, guint plane) {
 }
 
 // Rows of `plane` a downstream element reads: the tallest component stored in it (computed
-// here independently of framing.cpp), or for a plane without components (a palette) all of
-// its default extent.
+// here independently of framing.cpp), or for a palette all of its default extent.
 uint64_t rows_read(const GstVideoInfo& info, guint plane) {
   uint64_t rows = 0;
-  for (guint c = 0; c < GST_VIDEO_INFO_N_COMPONENTS(&info); ++c)
+  // A palette (plane 1 of RGB8P) is 256 entries whatever the height, though GStreamer lists
+  // components in it.
+  const bool palette = GST_VIDEO_FORMAT_INFO_HAS_PALETTE(info.finfo) && plane == 1;
+  for (guint c = 0; c < GST_VIDEO_INFO_N_COMPONENTS(&info) && !palette; ++c)
     if (GST_VIDEO_INFO_COMP_PLANE(&info, c) == plane)
       rows = std::max<uint64_t>(rows, GST_VIDEO_INFO_COMP_HEIGHT(&info, c));
   if (rows == 0) {
