@@ -39,21 +39,22 @@ PlanePointers planes_at(cipc_cuda::DevicePtr base, const GstVideoInfo& layout) {
   return planes;
 }
 
-void register_host_memory_once(GstMemory* mem, void* data, size_t size) {
+bool register_host_memory_once(GstMemory* mem, void* data, size_t size) {
   static const GQuark quark = [] {
     GST_DEBUG_CATEGORY_INIT(cipc_cuda_frames_debug, "cudaipc-frames", 0,
                             "cudaipc CUDA frame copies");
     return g_quark_from_static_string("cudaipc-host-registration");
   }();
-  if (gst_mini_object_get_qdata(GST_MINI_OBJECT_CAST(mem), quark)) return;
+  if (auto* known = static_cast<cipc_cuda::HostRegistration*>(
+          gst_mini_object_get_qdata(GST_MINI_OBJECT_CAST(mem), quark)))
+    return known->ptr() != nullptr;
   auto* reg = new cipc_cuda::HostRegistration();
   const cipc_cuda::Status s = cipc_cuda::HostRegistration::create(data, size, reg);
-  if (!s)
-    GST_INFO("downstream memory cannot be page-locked, copying into it as is: %s",
-             s.message().c_str());
+  if (!s) GST_INFO("host memory cannot be page-locked, copying it as is: %s", s.message().c_str());
   gst_mini_object_set_qdata(GST_MINI_OBJECT_CAST(mem), quark, reg, [](gpointer p) {
     delete static_cast<cipc_cuda::HostRegistration*>(p);
   });
+  return reg->ptr() != nullptr;
 }
 
 GstMemory* private_copy_of(cipc_slots::PrivateCopies& copies, cipc::ReceivedFrame& frame,

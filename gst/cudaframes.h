@@ -34,10 +34,10 @@ PlanePointers planes_of(const GstVideoFrame& frame);
 // The planes of device memory at `base` laid out by `layout` (offsets and strides).
 PlanePointers planes_at(cipc_cuda::DevicePtr base, const GstVideoInfo& layout);
 
-// Page-locks host memory (a downstream buffer's) once for the life of `mem` - its pool keeps it -
-// so device-to-host copies into it run at full speed. Memory that refuses is remembered (and
-// copied into as is).
-void register_host_memory_once(GstMemory* mem, void* data, size_t size);
+// Page-locks host memory (a pooled buffer's) once for the life of `mem` - its pool keeps it - so
+// copies to or from it run at full speed and asynchronously. Memory that refuses is remembered
+// (and copied as is). True if the memory is page-locked.
+bool register_host_memory_once(GstMemory* mem, void* data, size_t size);
 
 // io-mode=copy: slot memory wrapping a private device copy of `frame`, ordered on `stream` after
 // the producer's write; the frame's claim goes (RELEASE) as soon as the copy has read the slot,

@@ -207,8 +207,9 @@ struct SinkPrivate {
 
   std::atomic<guint64> frames_rendered{0};
   std::atomic<guint64> copies{0};
-  std::atomic<guint64> device_copies{0};    // of them: GstCudaMemory copied on the GPU
-  std::atomic<guint64> pool_generation{0};  // mirrors pools->generation() for the stats
+  std::atomic<guint64> device_copies{0};     // of them: GstCudaMemory copied on the GPU
+  std::atomic<guint64> pageable_uploads{0};  // of them: uploads from pageable memory (staged)
+  std::atomic<guint64> pool_generation{0};   // mirrors pools->generation() for the stats
   std::atomic<guint64> pool_rollovers{0};
 
   // The one cleanup path, for stop() and for a start() that failed half-way.
@@ -268,15 +269,15 @@ static GstStructure* make_stats(GstCudaSinkIpc* self) {
       "cudasink-ipc-stats", "frames-rendered", G_TYPE_UINT64, p.frames_rendered.load(),
       "frames-sent", G_TYPE_UINT64, ps.frames_sent, "frames-dropped", G_TYPE_UINT64,
       ps.frames_dropped, "copies", G_TYPE_UINT64, p.copies.load(), "device-copies", G_TYPE_UINT64,
-      p.device_copies.load(), "consumers", G_TYPE_UINT64, ps.consumers, "consumers-total",
-      G_TYPE_UINT64, ps.consumers_total, "consumers-timed-out", G_TYPE_UINT64,
-      ps.consumers_timed_out, "consumers-rejected", G_TYPE_UINT64, ps.consumers_rejected,
-      "releases", G_TYPE_UINT64, ps.releases, "claims-outstanding", G_TYPE_UINT64,
-      ps.claims_outstanding, "slots-exported", G_TYPE_UINT64, ps.slots_exported,
-      "backpressure-waits", G_TYPE_UINT64, ps.backpressure_waits, "slots-retired", G_TYPE_UINT64,
-      ps.slots_retired, "retire-notices", G_TYPE_UINT64, ps.retire_notices, "pool-generation",
-      G_TYPE_UINT64, p.pool_generation.load(), "pool-rollovers", G_TYPE_UINT64,
-      p.pool_rollovers.load(), nullptr);
+      p.device_copies.load(), "pageable-uploads", G_TYPE_UINT64, p.pageable_uploads.load(),
+      "consumers", G_TYPE_UINT64, ps.consumers, "consumers-total", G_TYPE_UINT64,
+      ps.consumers_total, "consumers-timed-out", G_TYPE_UINT64, ps.consumers_timed_out,
+      "consumers-rejected", G_TYPE_UINT64, ps.consumers_rejected, "releases", G_TYPE_UINT64,
+      ps.releases, "claims-outstanding", G_TYPE_UINT64, ps.claims_outstanding, "slots-exported",
+      G_TYPE_UINT64, ps.slots_exported, "backpressure-waits", G_TYPE_UINT64, ps.backpressure_waits,
+      "slots-retired", G_TYPE_UINT64, ps.slots_retired, "retire-notices", G_TYPE_UINT64,
+      ps.retire_notices, "pool-generation", G_TYPE_UINT64, p.pool_generation.load(),
+      "pool-rollovers", G_TYPE_UINT64, p.pool_rollovers.load(), nullptr);
 }
 
 static void gst_cuda_sink_ipc_set_property(GObject* object, guint prop_id, const GValue* value,
@@ -454,6 +455,8 @@ static gboolean gst_cuda_sink_ipc_start(GstBaseSink* sink) {
           [link = p.producer_link](guint max_slots) { link->set_pool_limit(max_slots); }});
   p.frames_rendered = 0;
   p.copies = 0;
+  p.device_copies = 0;
+  p.pageable_uploads = 0;
   p.pool_generation = 0;
   p.pool_rollovers = 0;
   p.warned_copy = false;
@@ -564,13 +567,21 @@ static gboolean gst_cuda_sink_ipc_propose_allocation(GstBaseSink* sink, GstQuery
   gst_query_parse_allocation(query, &caps, &need_pool);
   if (caps == nullptr || !p.pools || !ensure_pool(self, caps)) return FALSE;
   gst_query_add_allocation_meta(query, GST_VIDEO_META_API_TYPE, nullptr);
-  // CUDA slots are only offered to upstream that writes CUDA memory: a CPU writer would go
-  // through a staging copy on every map, which is slower than the counted upload in render().
-  if (p.cuda_memory && !gst_cipc_caps_have_cuda_memory(caps)) return TRUE;
 #ifdef CIPC_HAVE_GST_CUDA
   // nvcodec elements allocate GstCudaMemory from pools of their own; it is copied in render().
   if (cipc_gst::caps_have_gst_cuda_memory(caps)) return TRUE;
 #endif
+  // CUDA slots are only offered to upstream that writes CUDA memory: a CPU writer would go
+  // through a staging copy on every map. A CPU writer gets pinned host memory instead, so that
+  // the counted upload in render() is an asynchronous DMA rather than a staged copy.
+  if (p.cuda_memory && !gst_cipc_caps_have_cuda_memory(caps)) {
+    const guint size = static_cast<guint>(GST_VIDEO_INFO_SIZE(&p.pools->info()));
+    if (GstBufferPool* pinned = p.copier ? p.copier->upload_pool(caps, size) : nullptr) {
+      gst_query_add_allocation_pool(query, pinned, size, 2, 0);
+      gst_object_unref(pinned);
+    }
+    return TRUE;
+  }
   // Offered even when need_pool is FALSE: writing into this pool is what avoids a copy.
   gst_query_add_allocation_pool(query, p.pools->pool(), GST_VIDEO_INFO_SIZE(&p.pools->info()),
                                 p.pools->pool_size(), 0);
@@ -588,6 +599,7 @@ static GstBuffer* copy_into_slot(GstCudaSinkIpc* self, GstBuffer* buffer) {
     return nullptr;
   }
   ++p.copies;
+  p.pageable_uploads = p.copier->pageable_uploads();
 #ifdef CIPC_HAVE_GST_CUDA
   if (p.cuda_memory && cipc_gst::buffer_is_gst_cuda_memory(buffer)) ++p.device_copies;
 #endif
@@ -1006,16 +1018,18 @@ static void gst_cuda_sink_ipc_class_init(GstCudaSinkIpcClass* klass) {
                                                     "Consumers attached now", 0, G_MAXUINT, 0, ro));
   g_object_class_install_property(
       object_class, PROP_STATS,
-      g_param_spec_boxed("stats", "Statistics",
-                         "frames-rendered, frames-sent (summed over consumers), frames-dropped, "
-                         "copies, device-copies (of them: GStreamer CUDA memory copied on the "
-                         "GPU), consumers, consumers-total, consumers-timed-out, "
-                         "consumers-rejected, releases, claims-outstanding, slots-exported, "
-                         "backpressure-waits (frames that waited for a consumer to release), "
-                         "slots-retired (out of the pool after a consumer timed out), "
-                         "retire-notices (RETIRE messages telling other consumers), "
-                         "pool-generation, pool-rollovers",
-                         GST_TYPE_STRUCTURE, ro));
+      g_param_spec_boxed(
+          "stats", "Statistics",
+          "frames-rendered, frames-sent (summed over consumers), frames-dropped, "
+          "copies, device-copies (of them: GStreamer CUDA memory copied on the "
+          "GPU), pageable-uploads (of them: uploads from pageable memory, which "
+          "the driver stages synchronously), consumers, consumers-total, consumers-timed-out, "
+          "consumers-rejected, releases, claims-outstanding, slots-exported, "
+          "backpressure-waits (frames that waited for a consumer to release), "
+          "slots-retired (out of the pool after a consumer timed out), "
+          "retire-notices (RETIRE messages telling other consumers), "
+          "pool-generation, pool-rollovers",
+          GST_TYPE_STRUCTURE, ro));
 
   gst_element_class_set_static_metadata(
       element_class, "CUDA IPC sink", "Sink/Video/Hardware",

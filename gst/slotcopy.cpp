@@ -3,14 +3,17 @@
 
 #include <gst/video/video.h>
 
+#include <mutex>
 #include <vector>
 
 #ifdef CIPC_HAVE_CUDA
 #include "cuda_slots.h"
 #include "cudaframes.h"
+#include "pinnedmemory.h"
 #include "release_worker.h"
 #endif
 #include "cudainterop.h"
+#include "gstcompat.h"
 
 namespace cipc_gst {
 
@@ -21,6 +24,19 @@ struct SlotCopier::Cuda {
   // "This frame's copy is done" events, recycled: one is free again once the release worker
   // has dropped its reference.
   std::vector<std::shared_ptr<cipc_cuda::Event>> copy_done;
+  // Recorded on the stream still writing an input (GStreamer CUDA memory), waited for on ours.
+  cipc_cuda::Event input_written;
+  // Offered upstream for system-memory frames (upload_pool()), for `upload_caps`.
+  std::mutex upload_lock;
+  GstBufferPool* upload_pool = nullptr;
+  GstCaps* upload_caps = nullptr;
+  ~Cuda() {
+    if (upload_pool) {
+      gst_buffer_pool_set_active(upload_pool, FALSE);
+      gst_object_unref(upload_pool);
+    }
+    if (upload_caps) gst_caps_unref(upload_caps);
+  }
 #endif
 };
 
@@ -89,6 +105,37 @@ static GstVideoInfo layout_of(const GstVideoInfo& info, GstBuffer* buffer) {
   return layout;
 }
 
+// An upload runs asynchronously only from page-locked memory: our pinned pool's, or pooled
+// upstream memory locked here once for its life (its pool hands the same memory back frame after
+// frame). Anything else is pageable; the driver stages it synchronously, and it is counted.
+void SlotCopier::note_upload_source(GstBuffer* buffer, const GstVideoFrame& frame) {
+  GstMemory* mem = gst_buffer_n_memory(buffer) == 1 ? gst_buffer_peek_memory(buffer, 0) : nullptr;
+  cipc_cuda::DevicePtr pinned = 0;
+  if (mem && gst_cipc_pinned_memory_device_ptr(mem, &pinned)) return;
+  if (mem && buffer->pool && register_host_memory_once(mem, frame.map[0].data, frame.map[0].size))
+    return;
+  ++pageable_uploads_;
+}
+
+// Our copy of GStreamer CUDA memory waits on the GPU for the stream still writing it; where the
+// event cannot go on that stream (another CUDA context), the CPU waits instead.
+cipc_cuda::Status SlotCopier::order_after_writer(GstMemory* mem, cipc_cuda::StreamHandle stream) {
+#ifdef CIPC_HAVE_GST_CUDA
+  void* writer = gst_cuda_memory_pending_stream(mem);
+  if (writer == nullptr) return cipc_cuda::Status::ok();
+  cipc_cuda::Status s;
+  if (!cuda_->input_written.valid())
+    s = cipc_cuda::Event::create_local(cuda_->device, &cuda_->input_written);
+  if (s) s = cuda_->input_written.record(writer);
+  if (s) return cuda_->input_written.wait(stream);
+  gst_cuda_memory_wait_complete(mem);
+#else
+  (void)mem;
+  (void)stream;
+#endif
+  return cipc_cuda::Status::ok();
+}
+
 bool SlotCopier::cuda_copy(const GstVideoInfo& info, GstBuffer* buffer, GstBuffer* slot,
                            std::string* error) {
   cipc_slots::CudaSlotMemory* dst = cuda_slot_of(gst_buffer_peek_memory(slot, 0));
@@ -105,6 +152,7 @@ bool SlotCopier::cuda_copy(const GstVideoInfo& info, GstBuffer* buffer, GstBuffe
   GstVideoFrame& in = held->frame;
   bool& mapped = held->mapped;
   PlanePointers src;
+  GstMemory* pending_mem = nullptr;  // GStreamer CUDA memory whose writer may still be running
   if (status && in_cuda) {
     // Another element's CUDA memory: one device-to-device copy, after its writer.
     if (!in_cuda->wait_ready(in_mem, stream))
@@ -118,11 +166,15 @@ bool SlotCopier::cuda_copy(const GstVideoInfo& info, GstBuffer* buffer, GstBuffe
       flags = static_cast<GstMapFlags>(GST_MAP_READ | GST_MAP_CUDA);
 #endif
     mapped = gst_video_frame_map(&in, &info, buffer, flags);
-    if (mapped)
-      src = planes_of(in);
-    else
+    if (!mapped)
       status = cipc_cuda::Status::failure("could not map the incoming frame");
+    else if (flags & GST_MAP_CUDA)
+      pending_mem = in_mem;
+    else
+      note_upload_source(buffer, in);
+    if (mapped) src = planes_of(in);
   }
+  if (status && pending_mem) status = order_after_writer(pending_mem, stream);
   if (status)
     status = copy_planes_async(info, planes_at(dst->ptr(), layout_of(info, slot)), src, stream);
   if (status) status = dst->end_write(stream);
@@ -166,6 +218,30 @@ bool SlotCopier::cuda_copy(const GstVideoInfo&, GstBuffer*, GstBuffer*, std::str
   return false;
 }
 #endif
+
+GstBufferPool* SlotCopier::upload_pool(GstCaps* caps, guint size) {
+#ifdef CIPC_HAVE_CUDA
+  if (!cuda_ || caps == nullptr || size == 0) return nullptr;
+  std::lock_guard<std::mutex> lock(cuda_->upload_lock);
+  if (!cuda_->upload_pool || !gst_caps_is_equal(caps, cuda_->upload_caps)) {
+    if (cuda_->upload_pool) {
+      gst_buffer_pool_set_active(cuda_->upload_pool, FALSE);
+      gst_clear_object(&cuda_->upload_pool);
+    }
+    if (cuda_->upload_caps) gst_caps_unref(cuda_->upload_caps);
+    cuda_->upload_caps = nullptr;
+    // Two frames: one upstream writes while the previous one uploads; it grows as needed.
+    cuda_->upload_pool = gst_cipc_pinned_pool_new(cuda_->device, caps, size, 2);
+    if (!cuda_->upload_pool) return nullptr;
+    cuda_->upload_caps = gst_caps_ref(caps);
+  }
+  return static_cast<GstBufferPool*>(gst_object_ref(cuda_->upload_pool));
+#else
+  (void)caps;
+  (void)size;
+  return nullptr;
+#endif
+}
 
 GstBuffer* SlotCopier::copy(const SlotPoolGenerations& pools, GstBuffer* buffer,
                             std::string* error) {

@@ -21,17 +21,25 @@
 //   detour   no cudasink-ipc at all: D2H into shmsink's shared memory, shmsrc in the consumer
 //            (--transport shm), H2D there; the consumer of --source host takes --transport host -
 //            what stock elements offer
+//   sysmem   frames born in system memory (downloaded there first, not timed): upstream's own
+//            pageable buffers, one per frame, which cudasink-ipc memory=cuda uploads
+//   sysmem-pool  the same into the pool of pinned memory cudasink-ipc offers for system-memory
+//            caps (as videotestsrc or a decoder would use it): the upload is an asynchronous DMA
+//   cudaupload  appsrc ! cudaupload ! cudasink-ipc: GStreamer's upload into its CUDA memory,
+//            which the sink copies on the GPU (stamped at the sink's pad, after the upload)
 // --stamps (producer) and --arrivals (consumer) write "frame-number CLOCK_MONOTONIC-ns" lines:
 // when a frame entered the producer's sink (just before the push, or before the download where
 // there is one), and when it left the consumer's first element (cudasrc-ipc's src pad; after the
 // upload for host memory); <arrivals>.send has the producer's send time of each frame
-// (cudasrc-ipc's reference timestamp meta). Both processes print `CPU us_per_frame=X frames=N`:
-// their own CPU time per frame over the frames after the first 30 (start-up left out), and a
-// `THREAD name=… cpu_us_per_frame=… wakeups_per_frame=…` line per thread; the producer also
-// prints `PUSH cpu_us_per_frame=…`, the sink's share of its own thread (the push call).
-// display runs `cudasrc-ipc ! ximagesink sync=false` and writes "capture-ns present-ns" per
-// frame to --arrivals: the frame's capture time (its PTS on CLOCK_MONOTONIC) and when ximagesink
-// had shown it (its chain function returned; with sync=false it draws inside it).
+// (cudasrc-ipc's reference timestamp meta), and <arrivals>.gpu when the frame became usable on
+// the consumer's GPU (a host function queued right after the consumer's stream waits for the
+// frame's readiness; for host memory, when the upload has finished). Both processes print `CPU
+// us_per_frame=X frames=N`: their own CPU time per frame over the frames after the first 30
+// (start-up left out), and a `THREAD name=… cpu_us_per_frame=… wakeups_per_frame=…` line per
+// thread; the producer also prints `PUSH cpu_us_per_frame=…`, the sink's share of its own thread
+// (the push call). display runs `cudasrc-ipc ! ximagesink sync=false` and writes "capture-ns
+// present-ns" per frame to --arrivals: the frame's capture time (its PTS on CLOCK_MONOTONIC) and
+// when ximagesink had shown it (its chain function returned; with sync=false it draws inside it).
 //
 // --cpu-map 1 makes the consumer read frames with gst_buffer_map() (checksummed on the CPU), as
 // an element that knows nothing of CUDA would. --streaming-thread 1 handles each frame in the
@@ -73,6 +81,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -328,8 +337,9 @@ struct DrivenSink {
     if (harness) gst_harness_teardown(harness);
     if (bus) gst_object_unref(bus);
   }
+  // `system_caps`: upstream offers system-memory frames (memory=cuda uploads them).
   void start(const Options& o, const std::string& socket, const char* memory, guint slots,
-             bool wait_for_consumer) {
+             bool wait_for_consumer, bool system_caps = false) {
     sink = gst_element_factory_make("cudasink-ipc", nullptr);
     if (!sink) die("cudasink-ipc not found (GST_PLUGIN_PATH?)");
     gst_util_set_object_arg(G_OBJECT(sink), "sync-mode", o.sync_mode.c_str());
@@ -340,6 +350,10 @@ struct DrivenSink {
     g_object_set(sink, "socket-path", socket.c_str(), "cuda-device-id", o.device, "sync", FALSE,
                  "async", FALSE, "wait-for-consumer", wait_for_consumer, "max-in-flight",
                  property_slots, "pool-size", property_slots, "enable-last-sample", FALSE, nullptr);
+    // A finite run gives every consumer every frame. Frames copied in have no writer that waits
+    // for a free slot, and the harness answers latency queries as a live source would (drop):
+    // so block, as a file source's auto would.
+    if (wait_for_consumer) gst_util_set_object_arg(G_OBJECT(sink), "backpressure", "block");
     // Started here, before the harness gets it: gst_harness_add_element_full() plays a sink and
     // asserts (aborts) if that fails, and gives it no bus, so the element's error would be lost.
     bus = gst_bus_new();
@@ -353,7 +367,7 @@ struct DrivenSink {
         GST_STATIC_PAD_TEMPLATE("src", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS_ANY);
     harness = gst_harness_new_empty();
     gst_harness_add_element_full(harness, sink, &src, "sink", nullptr, nullptr);
-    const bool cuda = std::string(memory) == "cuda";
+    const bool cuda = std::string(memory) == "cuda" && !system_caps;
     const std::string caps_str =
         std::string("video/x-raw") + (cuda ? "(memory:CUDAIPCMemory)" : "") +
         ",format=BGRA,width=" + std::to_string(o.width) + ",height=" + std::to_string(o.height) +
@@ -388,6 +402,17 @@ struct DrivenSink {
     return n;
   }
 };
+
+// EOS into `appsrc`, then up to 5 s for it (or an error) to come out of `pipeline`: every
+// frame pushed has reached the sink.
+void end_stream(GstElement* pipeline, GstElement* appsrc) {
+  gst_app_src_end_of_stream(GST_APP_SRC(appsrc));
+  GstBus* bus = gst_element_get_bus(pipeline);
+  if (GstMessage* m = gst_bus_timed_pop_filtered(
+          bus, 5 * GST_SECOND, GstMessageType(GST_MESSAGE_EOS | GST_MESSAGE_ERROR)))
+    gst_message_unref(m);
+  gst_object_unref(bus);
+}
 
 // The host-memory detour a user would build from stock elements: appsrc ! shmsink, fed with
 // frames downloaded into shmsink's own shared memory where it lends it (else shmsink copies).
@@ -447,14 +472,79 @@ struct ShmDetour {
     if (gst_app_src_push_buffer(GST_APP_SRC(appsrc), b) != GST_FLOW_OK)
       die("shm detour: push failed");
   }
-  void finish() {
-    gst_app_src_end_of_stream(GST_APP_SRC(appsrc));
-    GstBus* bus = gst_element_get_bus(pipeline);
-    if (GstMessage* m = gst_bus_timed_pop_filtered(
-            bus, 5 * GST_SECOND, GstMessageType(GST_MESSAGE_EOS | GST_MESSAGE_ERROR)))
-      gst_message_unref(m);
-    gst_object_unref(bus);
+  void finish() { end_stream(pipeline, appsrc); }
+};
+
+// appsrc ! cudaupload ! cudasink-ipc: system-memory frames uploaded by GStreamer's own element
+// into GstCudaMemory, which the sink copies into a slot on the GPU. Stamps when each frame enters
+// the sink (after the upload), as the other sources stamp just before their push.
+struct UploadPipeline {
+  GstElement* pipeline = nullptr;
+  GstElement* appsrc = nullptr;
+  GstElement* sink = nullptr;
+  TimeLog* stamps = nullptr;
+
+  ~UploadPipeline() {
+    if (pipeline) {
+      gst_element_set_state(pipeline, GST_STATE_NULL);
+      gst_object_unref(appsrc);
+      gst_object_unref(sink);
+      gst_object_unref(pipeline);
+    }
   }
+  void start(const Options& o, guint slots, bool wait_for_consumer, TimeLog* stamp_log) {
+    stamps = stamp_log;
+    const guint property_slots = std::min<guint>(slots, 64);
+    const std::string caps = "video/x-raw,format=BGRA,width=" + std::to_string(o.width) +
+                             ",height=" + std::to_string(o.height) +
+                             ",framerate=" + std::to_string(o.fps) + "/1";
+    const std::string launch =
+        "appsrc name=in format=time block=true max-buffers=2 caps=\"" + caps +
+        "\" ! cudaupload ! video/x-raw(memory:CUDAMemory) ! cudasink-ipc name=sink sync=false"
+        " async=false enable-last-sample=false"
+        " socket-path=" +
+        o.socket + " sync-mode=" + o.sync_mode +
+        " wait-for-consumer=" + (wait_for_consumer ? "true" : "false") +
+        " max-in-flight=" + std::to_string(property_slots) +
+        " pool-size=" + std::to_string(property_slots) +
+        " cuda-device-id=" + std::to_string(o.device);
+    GError* err = nullptr;
+    pipeline = gst_parse_launch(launch.c_str(), &err);
+    if (!pipeline) die(std::string("cudaupload producer: ") + err->message);
+    appsrc = gst_bin_get_by_name(GST_BIN(pipeline), "in");
+    sink = gst_bin_get_by_name(GST_BIN(pipeline), "sink");
+    GstPad* pad = gst_element_get_static_pad(sink, "sink");
+    gst_pad_add_probe(
+        pad, GST_PAD_PROBE_TYPE_BUFFER,
+        [](GstPad*, GstPadProbeInfo* info, gpointer d) {
+          GstBuffer* b = GST_PAD_PROBE_INFO_BUFFER(info);
+          static_cast<UploadPipeline*>(d)->stamps->add(GST_BUFFER_OFFSET(b), now_ns());
+          return GST_PAD_PROBE_OK;
+        },
+        this, nullptr);
+    gst_object_unref(pad);
+    if (gst_element_set_state(pipeline, GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE) {
+      GstBus* bus = gst_element_get_bus(pipeline);
+      const std::string why = pop_error(bus);
+      gst_object_unref(bus);
+      die("appsrc ! cudaupload ! cudasink-ipc did not start (nvcodec plugin?)" +
+          (why.empty() ? std::string() : ": " + why));
+    }
+  }
+  void push(GstBuffer* b) {
+    if (gst_app_src_push_buffer(GST_APP_SRC(appsrc), b) != GST_FLOW_OK) {
+      GstBus* bus = gst_element_get_bus(pipeline);
+      const std::string why = pop_error(bus);
+      gst_object_unref(bus);
+      die("cudaupload producer: push failed" + (why.empty() ? std::string() : ": " + why));
+    }
+  }
+  guint consumers() const {
+    guint n = 0;
+    g_object_get(sink, "num-consumers", &n, nullptr);
+    return n;
+  }
+  void finish() { end_stream(pipeline, appsrc); }
 };
 
 // Waits (up to 30 s) until `count()` reaches n: every consumer of a run gets the whole stream.
@@ -467,15 +557,25 @@ void wait_for_consumers(int n, Count count) {
 
 int produce(const Options& o) {
   const bool pool = o.source == "pool", foreign = o.source == "foreign", host = o.source == "host",
-             detour = o.source == "detour";
-  if (!pool && !foreign && !host && !detour) die("unknown --source " + o.source);
+             detour = o.source == "detour", sysmem = o.source == "sysmem",
+             sysmem_pool = o.source == "sysmem-pool", upload = o.source == "cudaupload";
+  if (!pool && !foreign && !host && !detour && !sysmem && !sysmem_pool && !upload)
+    die("unknown --source " + o.source);
+  // Frames born in system memory, uploaded on the way into the sink's CUDA slots.
+  const bool born_in_host = sysmem || sysmem_pool || upload;
   const guint slots = guint(o.pool_size);
   const bool wait_for_consumer = o.frames != 0;
   const size_t row_bytes = size_t(o.width) * 4, frame_bytes = row_bytes * size_t(o.height);
+  TimeLog stamps(o.stamps);  // before `uploader`, whose pad probe writes it
   DrivenSink sink, donor;
   ShmDetour shm;
+  UploadPipeline uploader;
   if (detour) {
     shm.start(o, frame_bytes);
+  } else if (upload) {
+    uploader.start(o, slots, wait_for_consumer, &stamps);
+  } else if (born_in_host) {
+    sink.start(o, o.socket, "cuda", slots, wait_for_consumer, true);
   } else {
     sink.start(o, o.socket, host ? "host" : "cuda", slots, wait_for_consumer);
     // Another element's CUDA memory: a second sink's slots, which the first one does not own.
@@ -488,10 +588,9 @@ int produce(const Options& o) {
   GpuChecksum checksum(device, o.height);
   // host and detour: the frame is made on the GPU, then downloaded.
   cipc_cuda::DeviceBuffer scratch;
-  if (host || detour)
+  if (host || detour || born_in_host)
     check(cipc_cuda::DeviceBuffer::create(device, frame_bytes, &scratch), "frame buffer");
   FILE* record = o.record.empty() ? nullptr : fopen(o.record.c_str(), "w");
-  TimeLog stamps(o.stamps);
   printf("READY\n");
   fflush(stdout);
   // A run of N frames starts when its consumers are there, so paced frames keep their pace
@@ -500,6 +599,8 @@ int produce(const Options& o) {
   if (o.frames != 0) {
     if (detour)
       wait_for_consumers(o.consumers, [&] { return shm.clients.load(); });
+    else if (upload)
+      wait_for_consumers(o.consumers, [&] { return int(uploader.consumers()); });
     else
       wait_for_consumers(o.consumers, [&] { return int(sink.consumers()); });
   }
@@ -545,8 +646,16 @@ int produce(const Options& o) {
         fprintf(record, "%ld %llu\n", i,
                 (unsigned long long)checksum.run(scratch.ptr(), row_bytes, row_bytes, o.height,
                                                  stream.handle()));
-      stamps.add(i, now_ns());
-      b = detour ? shm.allocate(frame_bytes) : sink.acquire();
+      // Where the frame crosses in host memory, the download is part of the path: stamped
+      // before it. Frames born in host memory are stamped once they are there (the upload
+      // source's stamp is the sink's pad probe).
+      if (!born_in_host) stamps.add(i, now_ns());
+      if (detour)
+        b = shm.allocate(frame_bytes);
+      else if (sysmem || upload)  // upstream's own pageable memory, a new buffer per frame
+        b = gst_buffer_new_allocate(nullptr, frame_bytes, nullptr);
+      else
+        b = sink.acquire();  // host: a host slot; sysmem-pool: the pinned pool the sink offers
       GstVideoMeta* meta = gst_buffer_get_video_meta(b);
       const size_t dst_pitch = meta ? size_t(meta->stride[0]) : row_bytes;
       GstMapInfo map;
@@ -559,12 +668,15 @@ int produce(const Options& o) {
       // shmsink carries bytes only: the frame number rides in the first pixels.
       if (detour) std::memcpy(dst, &i, sizeof(i));
       gst_buffer_unmap(b, &map);
+      if (sysmem || sysmem_pool) stamps.add(i, now_ns());
     }
     GST_BUFFER_PTS(b) = period ? i * period : i * 1000000;
     GST_BUFFER_OFFSET(b) = i;
     const double push_start = thread_cpu_us();
     if (detour)
       shm.push(b);
+    else if (upload)
+      uploader.push(b);
     else
       sink.push(b);
     if (i >= kWarmupFrames) push_cpu_us += thread_cpu_us() - push_start;
@@ -576,6 +688,9 @@ int produce(const Options& o) {
   if (record) fclose(record);
   if (detour) {
     shm.finish();
+  } else if (upload) {
+    uploader.finish();  // the frames still queued in appsrc reach the sink first
+    print_stats(uploader.sink, "STATS");
   } else {
     print_stats(sink.sink, "STATS");
     gst_harness_push_event(sink.harness, gst_event_new_eos());
@@ -583,6 +698,40 @@ int produce(const Options& o) {
   fflush(stdout);
   return 0;
 }
+
+// When each frame became usable on this process's GPU: a host function queued on the
+// consumer's stream right after its wait for the frame's readiness stamps the time it ran (a
+// CUDA driver thread calls it, hence the lock).
+class GpuReadyLog {
+ public:
+  explicit GpuReadyLog(const std::string& path) : log_(path) {}
+  void stamp_after(cipc_cuda::StreamHandle stream, uint64_t frame) {
+    auto* entry = new Entry{this, frame};
+    const cudaError_t e = cudaLaunchHostFunc(
+        static_cast<cudaStream_t>(stream),
+        [](void* p) {
+          std::unique_ptr<Entry> entry(static_cast<Entry*>(p));
+          entry->log->add(entry->frame, now_ns());
+        },
+        entry);
+    if (e != cudaSuccess) {
+      delete entry;
+      die(std::string("cudaLaunchHostFunc: ") + cudaGetErrorString(e));
+    }
+  }
+  void add(uint64_t frame, uint64_t t) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    log_.add(frame, t);
+  }
+
+ private:
+  struct Entry {
+    GpuReadyLog* log;
+    uint64_t frame;
+  };
+  std::mutex mutex_;
+  TimeLog log_;
+};
 
 struct ConsumerState {
   FILE* record = nullptr;
@@ -639,6 +788,7 @@ int consume(const Options& o) {
   GstElement* out = gst_bin_get_by_name(GST_BIN(pipeline), "out");
   TimeLog arrivals(o.arrivals);
   TimeLog sends(o.arrivals.empty() ? std::string() : o.arrivals + ".send");
+  GpuReadyLog gpu_ready(o.arrivals.empty() ? std::string() : o.arrivals + ".gpu");
   ConsumerState st;
   st.arrivals = &arrivals;
   st.sends = &sends;
@@ -691,7 +841,9 @@ int consume(const Options& o) {
                                      stream.handle()),
             "upload");
       check(stream.synchronize(), "upload sync");
-      arrivals.add(index, now_ns());
+      const uint64_t uploaded = now_ns();
+      arrivals.add(index, uploaded);
+      gpu_ready.add(index, uploaded);  // uploaded: on this GPU already
       gst_video_frame_unmap(&frame);
       if (st.record)
         fprintf(st.record, "%llu %llu\n", (unsigned long long)index,
@@ -719,6 +871,7 @@ int consume(const Options& o) {
         gst_buffer_unmap(b, &map);
       } else {
         if (!gst_cuda_ipc_memory_wait_ready(mem, stream.handle())) die("wait_ready");
+        if (!o.arrivals.empty()) gpu_ready.stamp_after(stream.handle(), GST_BUFFER_OFFSET(b));
         if (o.vandal) {
           // A buggy or hostile consumer writing into the producer's frame: the import is mapped
           // read-only, so this must fail here rather than reach the other consumers.
@@ -786,6 +939,8 @@ int consume(const Options& o) {
     }
     process(sample);
   }
+  // Every stamp queued on the stream has run before `gpu_ready` goes.
+  if (stream.handle()) check(stream.synchronize(), "final sync");
   cpu.report(st.frames);
   threads.report(st.frames);
   fflush(stdout);

@@ -142,9 +142,10 @@ class GpuTwoProcess : public PeerFixture {
   // One producer and one consumer over `frames` unpaced frames of width x height, both recording
   // GPU checksums; checks both exit cleanly, the records match, and what docs/architecture.md says
   // about the slots (none copied by the sink, each imported once). Returns the two STATS lines.
-  std::pair<std::string, std::string> run_bit_exact(
-      int width, int height, size_t frames, const std::vector<std::string>& producer_extra,
-      const std::vector<std::string>& consumer_extra) {
+  std::pair<std::string, std::string> run_bit_exact(int width, int height, size_t frames,
+                                                    const std::vector<std::string>& producer_extra,
+                                                    const std::vector<std::string>& consumer_extra,
+                                                    uint64_t producer_copies = 0) {
     const std::string sock = path("bitexact.sock");
     const std::string n = std::to_string(frames);
     std::vector<std::string> pargs{"--socket", sock,
@@ -166,7 +167,10 @@ class GpuTwoProcess : public PeerFixture {
 
     const std::string pstats = prod.last("STATS ").value_or("");
     EXPECT_EQ(stat_of(pstats, "frames-rendered"), frames) << pstats;
-    EXPECT_EQ(stat_of(pstats, "copies"), 0u) << "the writer filled the slots directly: " << pstats;
+    EXPECT_EQ(stat_of(pstats, "copies"), producer_copies)
+        << (producer_copies ? "one copy into a slot per frame: "
+                            : "the writer filled the slots directly: ")
+        << pstats;
     EXPECT_EQ(stat_of(pstats, "frames-dropped"), 0u) << pstats;
     const std::string cstats = cons.last("STATS ").value_or("");
     EXPECT_EQ(stat_of(cstats, "frames-received"), frames) << cstats;
@@ -199,6 +203,30 @@ TEST_F(GpuTwoProcess, FramesArriveBitExact4K) {
 TEST_F(GpuTwoProcess, CopyModeIsBitExactAndReleasesAtOnce) {
   const auto stats = run_bit_exact(1920, 1080, 600, {}, {"--io-mode", "copy"});
   EXPECT_EQ(stat_of(stats.second, "device-copies"), 600u) << stats.second;
+}
+
+// Issue 27: frames born in system memory cross in CUDA memory with one upload each. Into the
+// pinned pool cudasink-ipc offers, the upload is asynchronous (no pageable upload counted); the
+// pool's buffers come back to the writer only once their upload has read them, or later frames
+// would overwrite earlier ones before they crossed.
+TEST_F(GpuTwoProcess, FramesWrittenIntoTheOfferedPinnedPoolUploadBitExact) {
+  const auto stats = run_bit_exact(1920, 1080, 300, {"--source", "sysmem-pool"}, {}, 300);
+  EXPECT_EQ(stat_of(stats.first, "pageable-uploads"), 0u) << stats.first;
+  EXPECT_EQ(stat_of(stats.first, "device-copies"), 0u) << stats.first;
+}
+
+// Upstream's own pageable buffers: still exact, and every such upload is counted.
+TEST_F(GpuTwoProcess, FramesInPageableMemoryUploadBitExactAndAreCounted) {
+  const auto stats = run_bit_exact(1920, 1080, 300, {"--source", "sysmem"}, {}, 300);
+  EXPECT_EQ(stat_of(stats.first, "pageable-uploads"), 300u) << stats.first;
+}
+
+// GStreamer's cudaupload: its GstCudaMemory is copied once on the GPU (device-copies), after
+// whatever its stream still writes.
+TEST_F(GpuTwoProcess, CudauploadFramesAreCopiedOnceOnTheGpuBitExact) {
+  const auto stats = run_bit_exact(1920, 1080, 300, {"--source", "cudaupload"}, {}, 300);
+  EXPECT_EQ(stat_of(stats.first, "device-copies"), 300u) << stats.first;
+  EXPECT_EQ(stat_of(stats.first, "pageable-uploads"), 0u) << stats.first;
 }
 
 // Issue 27: one producer, many consumers in CUDA memory. The writer bounds the pool it takes
