@@ -971,8 +971,10 @@ static void gst_cuda_sink_ipc_class_init(GstCudaSinkIpcClass* klass) {
   g_object_class_install_property(
       object_class, PROP_RELEASE_TIMEOUT,
       g_param_spec_uint("release-timeout", "Release timeout",
-                        "Milliseconds a consumer may hold a frame before it is disconnected "
-                        "and its slots are retired (0 = wait forever)",
+                        "Milliseconds a consumer may keep a frame after the producer needs it "
+                        "back (a newer frame exists, or the writer waits) before it is "
+                        "disconnected and its slots are retired; 10 s more for a consumer that "
+                        "has not yet read its first frames (still starting up). 0 = wait forever",
                         0, G_MAXUINT, DEFAULT_RELEASE_TIMEOUT, rw_ready));
   g_object_class_install_property(
       object_class, PROP_WAIT_FOR_CONSUMER,

@@ -5,11 +5,14 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
+
+#include <linux/sockios.h>
 
 #include <atomic>
 #include <cstdio>
@@ -213,6 +216,11 @@ IoResult Channel::send(const std::vector<uint8_t>& bytes, const int* fds, size_t
     set_error(error, std::string("sendmsg(): ") + std::strerror(errno));
     return IoResult::kError;
   }
+}
+
+bool Channel::peer_has_unread() const {
+  int queued = 0;
+  return fd_ && ::ioctl(fd_.get(), SIOCOUTQ, &queued) == 0 && queued > 0;
 }
 
 IoResult Channel::receive(Packet& out, std::string* error) {

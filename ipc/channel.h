@@ -58,6 +58,10 @@ class Channel {
   bool valid() const { return fd_.valid(); }
   int fd() const { return fd_.get(); }
 
+  // Whether packets sent here are still queued, unread by the peer (SIOCOUTQ: an AF_UNIX sender
+  // is charged for each packet until the receiver has read it). False when unknown.
+  bool peer_has_unread() const;
+
   // Sends one packet without blocking. `error` receives a reason for kError.
   IoResult send(const std::vector<uint8_t>& bytes, const int* fds = nullptr, size_t n_fds = 0,
                 std::string* error = nullptr);

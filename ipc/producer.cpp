@@ -334,6 +334,7 @@ void Producer::handle(Session& session, Message& message, Deferred& deferred) {
       }
       deferred.holds.push_back(std::move(it->second.hold));
       session.claims.erase(it);
+      session.released_any = true;
       --stats_.claims_outstanding;
       ++stats_.releases;
       room_cv_.notify_all();
@@ -500,6 +501,12 @@ uint64_t Producer::release_deadline(const Session& session) const {
   return needed == UINT64_MAX ? needed : needed + uint64_t{config_.release_timeout_ms} * 1000000;
 }
 
+bool Producer::still_starting(const Session& session, uint64_t now) const {
+  if (session.released_any || config_.startup_grace_ms == 0) return false;
+  if (now > release_deadline(session) + uint64_t{config_.startup_grace_ms} * 1000000) return false;
+  return session.channel.peer_has_unread();
+}
+
 void Producer::check_deadlines(uint64_t now, Deferred& deferred) {
   const uint64_t hello_ns = uint64_t{config_.hello_timeout_ms} * 1000000;
   for (auto& entry : sessions_) {
@@ -510,7 +517,7 @@ void Producer::check_deadlines(uint64_t now, Deferred& deferred) {
         reject(s, ErrorCode::kTimeout, who(s.pid) + " connected but never said HELLO", deferred);
       continue;
     }
-    if (now <= release_deadline(s)) continue;
+    if (now <= release_deadline(s) || still_starting(s, now)) continue;
     s.channel.send(Message{Bye{Bye::kTimeout}});
     ++stats_.consumers_timed_out;
     // Retire: the stuck consumer may still read these slots, so they must never be reused.
@@ -535,7 +542,7 @@ int Producer::next_timeout_ms(uint64_t now) const {
                           now + std::max<uint64_t>(config_.release_timeout_ms / 4, 10) * 1000000);
     if (!s.ready)
       deadline = std::min(deadline, s.connected_ns + uint64_t{config_.hello_timeout_ms} * 1000000);
-    else
+    else if (!still_starting(s, now))  // else the looks above see when it has read its frames
       deadline = std::min(deadline, release_deadline(s));
   }
   if (accept_paused_until_ > now) deadline = std::min(deadline, accept_paused_until_);

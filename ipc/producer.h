@@ -37,6 +37,11 @@ struct ProducerConfig {
   // that is still held this long disconnects its consumer; 0: never. Time in which nothing newer
   // existed, or in which the producer itself did not run (SIGSTOP), does not count.
   uint32_t release_timeout_ms = 2000;
+  // Added to release_timeout_ms while a consumer that has released nothing yet has not even read
+  // the frames sent to it: it is still starting up (a CUDA context takes seconds when many
+  // processes start at once: 2.3 s for 16 on an H200), not keeping frames. One that read its
+  // frames, or released any before, has release_timeout_ms alone.
+  uint32_t startup_grace_ms = 10000;
   uint32_t hello_timeout_ms = 5000;  // a connection that says nothing is dropped after this
   // For this long after a publish() the I/O thread leaves consumers' messages (RELEASE, FENCE)
   // to the next publish() and wakes only for hang-ups and deadlines: a wake-up per frame saved.
@@ -177,6 +182,7 @@ class Producer {
     bool dead = false;    // dropped; erased by the I/O thread
     uint32_t max_in_flight = 1;
     uint64_t connected_ns = 0;
+    bool released_any = false;  // past start-up: release-timeout alone applies
     uint64_t caps_generation = 0;
     bool has_caps = false;
     std::set<std::pair<uint64_t, uint32_t>> slots_sent;
@@ -229,6 +235,9 @@ class Producer {
   // it, so that a consumer is not blamed for time in which we could not read its RELEASEs.
   void forgive(uint64_t gap_ns);
   void check_deadlines(uint64_t now, Deferred& deferred);
+  // A consumer past its release deadline that has released nothing and not read what was sent
+  // to it, within startup_grace_ms: not stuck, still starting up.
+  bool still_starting(const Session& session, uint64_t now) const;
   // The earliest release deadline among the session's claims; UINT64_MAX: none runs.
   uint64_t release_deadline(const Session& session) const;
   int next_timeout_ms(uint64_t now) const;

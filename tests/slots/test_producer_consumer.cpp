@@ -870,6 +870,57 @@ TEST_P(EachBackend, BackpressureWaitStartsTheClockOfAConsumersOnlyFrame) {
   EXPECT_EQ(stats().consumers_timed_out, 1u) << observer_.dump();
 }
 
+// Issue 27: a consumer that attached but has not read anything yet (16 consumers creating their
+// CUDA contexts at once took 2.3 s on an H200) is starting up, not keeping frames: it is not
+// evicted at release-timeout for frames still queued in its socket. Once it has read and
+// released, release-timeout alone applies again.
+TEST_P(EachBackend, ConsumerStillStartingUpIsNotEvictedForFramesItHasNotRead) {
+  auto c = attach_with_release_timeout(200, 3);
+  ASSERT_TRUE(c);
+  ASSERT_EQ(publish(0, 1), 1u);
+  ASSERT_EQ(publish(1, 2), 1u);  // frame 1 is needed back from here on
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // 5x release-timeout, unread
+  EXPECT_EQ(stats().consumers_timed_out, 0u) << observer_.dump();
+  ASSERT_EQ(stats().consumers, 1u) << "evicted for frames it had not read";
+  {
+    ReceivedFrame first = expect_frame(*c, 0, 1);
+    ReceivedFrame second = expect_frame(*c, 1, 2);
+  }  // both released
+  ASSERT_TRUE(eventually([&] { return stats().claims_outstanding == 0; }));
+  // Past start-up: a frame read and kept after a newer one came is evicted at release-timeout.
+  ASSERT_EQ(publish(2, 3), 1u);
+  ReceivedFrame kept = expect_frame(*c, 2, 3);
+  const auto published = std::chrono::steady_clock::now();
+  ASSERT_EQ(publish(0, 4), 1u);
+  ASSERT_TRUE(eventually([&] { return stats().consumers_timed_out == 1; })) << observer_.dump();
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::steady_clock::now() - published)
+                          .count();
+  EXPECT_LT(waited, 200 + 2000) << "the start-up grace outlived the first release";
+}
+
+// The grace is bounded: a consumer that never reads anything (stopped before its first frame)
+// still goes, release-timeout plus startup-grace after its frame was needed back.
+TEST_P(EachBackend, ConsumerThatNeverReadsIsEvictedAfterTheStartupGrace) {
+  ProducerConfig cfg = config();
+  cfg.release_timeout_ms = 200;
+  cfg.startup_grace_ms = 600;
+  start(cfg);
+  make_slots(3);
+  auto c = connect();
+  ASSERT_TRUE(c);
+  expect_caps(*c);
+  ASSERT_EQ(publish(0, 1), 1u);
+  const auto needed = std::chrono::steady_clock::now();
+  ASSERT_EQ(publish(1, 2), 1u);
+  ASSERT_TRUE(eventually([&] { return stats().consumers_timed_out == 1; })) << observer_.dump();
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::steady_clock::now() - needed)
+                          .count();
+  EXPECT_GE(waited, 200 + 600 - 50) << "evicted before the start-up grace ran out";
+  EXPECT_LT(waited, 200 + 600 + 2000);
+}
+
 TEST_P(EachBackend, WriterWaitingForASlotStartsTheClockOfHeldFrames) {
   auto c = attach_with_release_timeout(300, 2);
   ASSERT_TRUE(c);
