@@ -160,15 +160,16 @@ bool SlotCopier::cuda_copy(const GstVideoInfo& info, GstBuffer* buffer, GstBuffe
     src = planes_at(in_cuda->device_ptr + in_mem->offset, layout_of(info, buffer));
   } else if (status) {
     GstMapFlags flags = GST_MAP_READ;
+    bool on_device = false;  // GStreamer's CUDA memory, mapped as device pointers
 #ifdef CIPC_HAVE_GST_CUDA
     // GStreamer's CUDA memory (nvcodec): mapped as device pointers, so the copy stays on the GPU.
-    if (buffer_is_gst_cuda_memory(buffer))
-      flags = static_cast<GstMapFlags>(GST_MAP_READ | GST_MAP_CUDA);
+    on_device = buffer_is_gst_cuda_memory(buffer);
+    if (on_device) flags = static_cast<GstMapFlags>(GST_MAP_READ | GST_MAP_CUDA);
 #endif
     mapped = gst_video_frame_map(&in, &info, buffer, flags);
     if (!mapped)
       status = cipc_cuda::Status::failure("could not map the incoming frame");
-    else if (flags & GST_MAP_CUDA)
+    else if (on_device)
       pending_mem = in_mem;
     else
       note_upload_source(buffer, in);
