@@ -167,13 +167,15 @@ bool SlotCopier::cuda_copy(const GstVideoInfo& info, GstBuffer* buffer, GstBuffe
     if (on_device) flags = static_cast<GstMapFlags>(GST_MAP_READ | GST_MAP_CUDA);
 #endif
     mapped = gst_video_frame_map(&in, &info, buffer, flags);
-    if (!mapped)
+    if (!mapped) {
       status = cipc_cuda::Status::failure("could not map the incoming frame");
-    else if (on_device)
-      pending_mem = in_mem;
-    else
-      note_upload_source(buffer, in);
-    if (mapped) src = planes_of(in);
+    } else {
+      src = planes_of(in);
+      if (on_device)
+        pending_mem = in_mem;
+      else
+        note_upload_source(buffer, in);
+    }
   }
   if (status && pending_mem) status = order_after_writer(pending_mem, stream);
   if (status)

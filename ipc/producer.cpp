@@ -501,9 +501,10 @@ uint64_t Producer::release_deadline(const Session& session) const {
   return needed == UINT64_MAX ? needed : needed + uint64_t{config_.release_timeout_ms} * 1000000;
 }
 
-bool Producer::still_starting(const Session& session, uint64_t now) const {
-  if (session.released_any || config_.startup_grace_ms == 0) return false;
-  if (now > release_deadline(session) + uint64_t{config_.startup_grace_ms} * 1000000) return false;
+bool Producer::still_starting(const Session& session, uint64_t deadline, uint64_t now) const {
+  // Only a deadline that has passed is in question (and only then is the socket asked).
+  if (session.released_any || config_.startup_grace_ms == 0 || now <= deadline) return false;
+  if (now - deadline > uint64_t{config_.startup_grace_ms} * 1000000) return false;
   return session.channel.peer_has_unread();
 }
 
@@ -517,7 +518,8 @@ void Producer::check_deadlines(uint64_t now, Deferred& deferred) {
         reject(s, ErrorCode::kTimeout, who(s.pid) + " connected but never said HELLO", deferred);
       continue;
     }
-    if (now <= release_deadline(s) || still_starting(s, now)) continue;
+    const uint64_t deadline = release_deadline(s);
+    if (now <= deadline || still_starting(s, deadline, now)) continue;
     s.channel.send(Message{Bye{Bye::kTimeout}});
     ++stats_.consumers_timed_out;
     // Retire: the stuck consumer may still read these slots, so they must never be reused.
@@ -542,8 +544,8 @@ int Producer::next_timeout_ms(uint64_t now) const {
                           now + std::max<uint64_t>(config_.release_timeout_ms / 4, 10) * 1000000);
     if (!s.ready)
       deadline = std::min(deadline, s.connected_ns + uint64_t{config_.hello_timeout_ms} * 1000000);
-    else if (!still_starting(s, now))  // else the looks above see when it has read its frames
-      deadline = std::min(deadline, release_deadline(s));
+    else if (const uint64_t due = release_deadline(s); !still_starting(s, due, now))
+      deadline = std::min(deadline, due);  // else the looks above see when it has read its frames
   }
   if (accept_paused_until_ > now) deadline = std::min(deadline, accept_paused_until_);
   if (deadline == UINT64_MAX) return -1;

@@ -235,9 +235,9 @@ class Producer {
   // it, so that a consumer is not blamed for time in which we could not read its RELEASEs.
   void forgive(uint64_t gap_ns);
   void check_deadlines(uint64_t now, Deferred& deferred);
-  // A consumer past its release deadline that has released nothing and not read what was sent
-  // to it, within startup_grace_ms: not stuck, still starting up.
-  bool still_starting(const Session& session, uint64_t now) const;
+  // A consumer past its release `deadline` that has released nothing and not read what was sent
+  // to it, within startup_grace_ms of that deadline: not stuck, still starting up.
+  bool still_starting(const Session& session, uint64_t deadline, uint64_t now) const;
   // The earliest release deadline among the session's claims; UINT64_MAX: none runs.
   uint64_t release_deadline(const Session& session) const;
   int next_timeout_ms(uint64_t now) const;

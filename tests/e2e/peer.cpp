@@ -456,7 +456,6 @@ gboolean producer_deadline(gpointer data) {
   return G_SOURCE_REMOVE;
 }
 
-// Pops the error messages a failed state change left on the bus.
 // The pipeline `description` describes, or nullptr after printing why it cannot be built.
 GstElement* parse_pipeline(const char* description) {
   GError* error = nullptr;
@@ -469,6 +468,7 @@ GstElement* parse_pipeline(const char* description) {
   return nullptr;
 }
 
+// Pops the error messages a failed state change left on the bus.
 void drain_errors(GstElement* pipeline) {
   GstBus* bus = gst_element_get_bus(pipeline);
   while (GstMessage* msg = gst_bus_pop_filtered(

@@ -196,6 +196,12 @@ std::string pop_error(GstBus* bus) {
   return text;
 }
 
+// `what`, followed by the first error left on `bus` where there is one: what die() says.
+std::string with_error(const std::string& what, GstBus* bus) {
+  const std::string why = pop_error(bus);
+  return what + (why.empty() ? std::string() : ": " + why);
+}
+
 // Checksums frames on the GPU: two kernels into device scratch, 8 bytes back to the host.
 class GpuChecksum {
  public:
@@ -360,8 +366,7 @@ struct DrivenSink {
     gst_element_set_bus(sink, bus);
     if (gst_element_set_state(sink, GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE ||
         GST_STATE(sink) != GST_STATE_PLAYING) {
-      const std::string why = pop_error(bus);
-      die("cudasink-ipc did not start" + (why.empty() ? std::string() : ": " + why));
+      die(with_error("cudasink-ipc did not start", bus));
     }
     static GstStaticPadTemplate src =
         GST_STATIC_PAD_TEMPLATE("src", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS_ANY);
@@ -391,10 +396,7 @@ struct DrivenSink {
     return b;
   }
   void push(GstBuffer* b) {
-    if (gst_harness_push(harness, b) != GST_FLOW_OK) {
-      const std::string why = pop_error(bus);
-      die("push" + (why.empty() ? std::string() : ": " + why));
-    }
+    if (gst_harness_push(harness, b) != GST_FLOW_OK) die(with_error("push", bus));
   }
   guint consumers() const {
     guint n = 0;
@@ -482,11 +484,13 @@ struct UploadPipeline {
   GstElement* pipeline = nullptr;
   GstElement* appsrc = nullptr;
   GstElement* sink = nullptr;
+  GstBus* bus = nullptr;
   TimeLog* stamps = nullptr;
 
   ~UploadPipeline() {
     if (pipeline) {
       gst_element_set_state(pipeline, GST_STATE_NULL);
+      gst_object_unref(bus);
       gst_object_unref(appsrc);
       gst_object_unref(sink);
       gst_object_unref(pipeline);
@@ -513,6 +517,7 @@ struct UploadPipeline {
     if (!pipeline) die(std::string("cudaupload producer: ") + err->message);
     appsrc = gst_bin_get_by_name(GST_BIN(pipeline), "in");
     sink = gst_bin_get_by_name(GST_BIN(pipeline), "sink");
+    bus = gst_element_get_bus(pipeline);
     GstPad* pad = gst_element_get_static_pad(sink, "sink");
     gst_pad_add_probe(
         pad, GST_PAD_PROBE_TYPE_BUFFER,
@@ -523,21 +528,12 @@ struct UploadPipeline {
         },
         this, nullptr);
     gst_object_unref(pad);
-    if (gst_element_set_state(pipeline, GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE) {
-      GstBus* bus = gst_element_get_bus(pipeline);
-      const std::string why = pop_error(bus);
-      gst_object_unref(bus);
-      die("appsrc ! cudaupload ! cudasink-ipc did not start (nvcodec plugin?)" +
-          (why.empty() ? std::string() : ": " + why));
-    }
+    if (gst_element_set_state(pipeline, GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE)
+      die(with_error("appsrc ! cudaupload ! cudasink-ipc did not start (nvcodec plugin?)", bus));
   }
   void push(GstBuffer* b) {
-    if (gst_app_src_push_buffer(GST_APP_SRC(appsrc), b) != GST_FLOW_OK) {
-      GstBus* bus = gst_element_get_bus(pipeline);
-      const std::string why = pop_error(bus);
-      gst_object_unref(bus);
-      die("cudaupload producer: push failed" + (why.empty() ? std::string() : ": " + why));
-    }
+    if (gst_app_src_push_buffer(GST_APP_SRC(appsrc), b) != GST_FLOW_OK)
+      die(with_error("cudaupload producer: push failed", bus));
   }
   guint consumers() const {
     guint n = 0;

@@ -43,6 +43,13 @@ inline void PrintTo(ConsumerEvent::Kind k, std::ostream* os) {
 
 namespace {
 
+// Milliseconds from `start` to now, on the steady clock.
+int64_t ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                               start)
+      .count();
+}
+
 using cipc_slots::HostMemoryBackend;
 using cipc_test::eventually;
 using cipc_test::fill;
@@ -826,9 +833,7 @@ TEST_P(EachBackend, QuietProducerKeepsAConsumerHoldingItsNewestFrameUntilANewerO
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_EQ(stats().consumers, 1u) << "evicted before release-timeout ran out";
   ASSERT_TRUE(eventually([&] { return stats().consumers_timed_out == 1; }));
-  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::steady_clock::now() - published)
-                          .count();
+  const auto waited = ms_since(published);
   EXPECT_GE(waited, 300) << "evicted before release-timeout";
   EXPECT_LT(waited, 300 + 2000) << "evicted long after release-timeout of the newer frame";
   EXPECT_TRUE(observer_.saw_detach("release-timeout", true)) << observer_.dump();
@@ -862,9 +867,7 @@ TEST_P(EachBackend, BackpressureWaitStartsTheClockOfAConsumersOnlyFrame) {
   ASSERT_EQ(stats().consumers, 1u) << "evicted before anybody needed its frame";
   const auto asked = std::chrono::steady_clock::now();
   EXPECT_EQ(producer_->wait_for_room(10000), Producer::Room::kReady);
-  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::steady_clock::now() - asked)
-                          .count();
+  const auto waited = ms_since(asked);
   EXPECT_GE(waited, 250);
   EXPECT_LT(waited, 3000);
   EXPECT_EQ(stats().consumers_timed_out, 1u) << observer_.dump();
@@ -893,9 +896,7 @@ TEST_P(EachBackend, ConsumerStillStartingUpIsNotEvictedForFramesItHasNotRead) {
   const auto published = std::chrono::steady_clock::now();
   ASSERT_EQ(publish(0, 4), 1u);
   ASSERT_TRUE(eventually([&] { return stats().consumers_timed_out == 1; })) << observer_.dump();
-  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::steady_clock::now() - published)
-                          .count();
+  const auto waited = ms_since(published);
   EXPECT_LT(waited, 200 + 2000) << "the start-up grace outlived the first release";
 }
 
@@ -914,9 +915,7 @@ TEST_P(EachBackend, ConsumerThatNeverReadsIsEvictedAfterTheStartupGrace) {
   const auto needed = std::chrono::steady_clock::now();
   ASSERT_EQ(publish(1, 2), 1u);
   ASSERT_TRUE(eventually([&] { return stats().consumers_timed_out == 1; })) << observer_.dump();
-  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::steady_clock::now() - needed)
-                          .count();
+  const auto waited = ms_since(needed);
   EXPECT_GE(waited, 200 + 600 - 50) << "evicted before the start-up grace ran out";
   EXPECT_LT(waited, 200 + 600 + 2000);
 }
