@@ -363,7 +363,7 @@ static void gst_bgra_to_rg10_class_init(GstBgraToRg10Class* klass) {
   trans_class->get_unit_size = GST_DEBUG_FUNCPTR(gst_bgra_to_rg10_get_unit_size);
   trans_class->transform = GST_DEBUG_FUNCPTR(gst_bgra_to_rg10_transform);
 
-  GST_DEBUG_CATEGORY_INIT(gst_bgra_to_rg10_debug, "bgratorg10", 0, "bgratorg10");
+  GST_DEBUG_CATEGORY_INIT(gst_bgra_to_rg10_debug, "cudaipc-bgratorg10", 0, "bgratorg10 element");
 }
 
 static void gst_bgra_to_rg10_init(GstBgraToRg10* self) {

@@ -1054,7 +1054,7 @@ static void gst_cuda_sink_ipc_class_init(GstCudaSinkIpcClass* klass) {
   sink_class->unlock = GST_DEBUG_FUNCPTR(gst_cuda_sink_ipc_unlock);
   sink_class->unlock_stop = GST_DEBUG_FUNCPTR(gst_cuda_sink_ipc_unlock_stop);
 
-  GST_DEBUG_CATEGORY_INIT(gst_cuda_sink_ipc_debug, "cudasink-ipc", 0, "cudasink-ipc");
+  GST_DEBUG_CATEGORY_INIT(gst_cuda_sink_ipc_debug, "cudaipc-sink", 0, "cudasink-ipc element");
   gst_type_mark_as_plugin_api(gst_cipc_sink_memory_get_type(), static_cast<GstPluginAPIFlags>(0));
   gst_type_mark_as_plugin_api(gst_cipc_sync_mode_get_type(), static_cast<GstPluginAPIFlags>(0));
 }

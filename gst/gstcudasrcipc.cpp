@@ -1038,7 +1038,7 @@ static void gst_cuda_src_ipc_class_init(GstCudaSrcIpcClass* klass) {
   basesrc_class->decide_allocation = GST_DEBUG_FUNCPTR(gst_cuda_src_ipc_decide_allocation);
   pushsrc_class->create = GST_DEBUG_FUNCPTR(gst_cuda_src_ipc_create);
 
-  GST_DEBUG_CATEGORY_INIT(gst_cuda_src_ipc_debug, "cudasrc-ipc", 0, "cudasrc-ipc");
+  GST_DEBUG_CATEGORY_INIT(gst_cuda_src_ipc_debug, "cudaipc-src", 0, "cudasrc-ipc element");
   gst_type_mark_as_plugin_api(gst_cipc_src_memory_get_type(), static_cast<GstPluginAPIFlags>(0));
   gst_type_mark_as_plugin_api(gst_cipc_io_mode_get_type(), static_cast<GstPluginAPIFlags>(0));
 }

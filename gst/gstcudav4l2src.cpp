@@ -1080,7 +1080,7 @@ static void gst_cuda_v4l2_src_class_init(GstCudaV4l2SrcClass* klass) {
   base_class->unlock_stop = GST_DEBUG_FUNCPTR(gst_cuda_v4l2_src_unlock_stop);
   push_class->create = GST_DEBUG_FUNCPTR(gst_cuda_v4l2_src_create);
 
-  GST_DEBUG_CATEGORY_INIT(gst_cuda_v4l2_src_debug, "cudav4l2src", 0,
+  GST_DEBUG_CATEGORY_INIT(gst_cuda_v4l2_src_debug, "cudaipc-v4l2src", 0,
                           "V4L2 Bayer capture (cudav4l2src)");
   gst_type_mark_as_plugin_api(io_mode_get_type(), static_cast<GstPluginAPIFlags>(0));
 }

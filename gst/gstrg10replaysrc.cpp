@@ -342,7 +342,8 @@ static void gst_rg10_replay_src_class_init(GstRg10ReplaySrcClass* klass) {
   basesrc_class->query = GST_DEBUG_FUNCPTR(gst_rg10_replay_src_query);
   pushsrc_class->create = GST_DEBUG_FUNCPTR(gst_rg10_replay_src_create);
 
-  GST_DEBUG_CATEGORY_INIT(gst_rg10_replay_src_debug, "rg10replaysrc", 0, "rg10replaysrc");
+  GST_DEBUG_CATEGORY_INIT(gst_rg10_replay_src_debug, "cudaipc-rg10replaysrc", 0,
+                          "rg10replaysrc element");
 }
 
 static void gst_rg10_replay_src_init(GstRg10ReplaySrc* self) {

@@ -896,7 +896,7 @@ static void gst_rg10_to_bgra_class_init(GstRg10ToBgraClass* klass) {
   trans_class->decide_allocation = GST_DEBUG_FUNCPTR(gst_rg10_to_bgra_decide_allocation);
   trans_class->transform = GST_DEBUG_FUNCPTR(gst_rg10_to_bgra_transform);
 
-  GST_DEBUG_CATEGORY_INIT(gst_rg10_to_bgra_debug, "rg10tobgra", 0, "rg10tobgra");
+  GST_DEBUG_CATEGORY_INIT(gst_rg10_to_bgra_debug, "cudaipc-rg10tobgra", 0, "rg10tobgra element");
 }
 
 static void gst_rg10_to_bgra_init(GstRg10ToBgra* self) {
