@@ -501,10 +501,11 @@ uint64_t Producer::release_deadline(const Session& session) const {
   return needed == UINT64_MAX ? needed : needed + uint64_t{config_.release_timeout_ms} * 1000000;
 }
 
-bool Producer::still_starting(const Session& session, uint64_t deadline, uint64_t now) const {
-  // Only a deadline that has passed is in question (and only then is the socket asked).
-  if (session.released_any || config_.startup_grace_ms == 0 || now <= deadline) return false;
-  if (now - deadline > uint64_t{config_.startup_grace_ms} * 1000000) return false;
+bool Producer::still_starting(const Session& session, uint64_t now) const {
+  if (session.released_any || config_.startup_grace_ms == 0) return false;
+  const uint64_t grace_ns =
+      (uint64_t{config_.startup_grace_ms} + config_.release_timeout_ms) * 1000000;
+  if (now - session.connected_ns > grace_ns) return false;
   return session.channel.peer_has_unread();
 }
 
@@ -519,7 +520,16 @@ void Producer::check_deadlines(uint64_t now, Deferred& deferred) {
       continue;
     }
     const uint64_t deadline = release_deadline(s);
-    if (now <= deadline || still_starting(s, deadline, now)) continue;
+    if (deadline == UINT64_MAX) continue;
+    if (still_starting(s, now)) {
+      // Not keeping frames but not reading yet: its clocks start again at every look, so that
+      // once it reads them it has the whole release-timeout to import the slots and give them
+      // back.
+      for (auto& claim : s.claims)
+        if (claim.second.needed_ns != 0) claim.second.needed_ns = now;
+      continue;
+    }
+    if (now <= deadline) continue;
     s.channel.send(Message{Bye{Bye::kTimeout}});
     ++stats_.consumers_timed_out;
     // Retire: the stuck consumer may still read these slots, so they must never be reused.
@@ -544,8 +554,8 @@ int Producer::next_timeout_ms(uint64_t now) const {
                           now + std::max<uint64_t>(config_.release_timeout_ms / 4, 10) * 1000000);
     if (!s.ready)
       deadline = std::min(deadline, s.connected_ns + uint64_t{config_.hello_timeout_ms} * 1000000);
-    else if (const uint64_t due = release_deadline(s); !still_starting(s, due, now))
-      deadline = std::min(deadline, due);  // else the looks above see when it has read its frames
+    else
+      deadline = std::min(deadline, release_deadline(s));  // restarted by check_deadlines()
   }
   if (accept_paused_until_ > now) deadline = std::min(deadline, accept_paused_until_);
   if (deadline == UINT64_MAX) return -1;

@@ -37,10 +37,12 @@ struct ProducerConfig {
   // that is still held this long disconnects its consumer; 0: never. Time in which nothing newer
   // existed, or in which the producer itself did not run (SIGSTOP), does not count.
   uint32_t release_timeout_ms = 2000;
-  // Added to release_timeout_ms while a consumer that has released nothing yet has not even read
-  // the frames sent to it: it is still starting up (a CUDA context takes seconds when many
-  // processes start at once: 2.3 s for 16 on an H200), not keeping frames. One that read its
-  // frames, or released any before, has release_timeout_ms alone.
+  // Start-up: for this long (plus release_timeout_ms) after a consumer attached, while it has
+  // released nothing and has not even read the frames sent to it, it is still starting up (a
+  // CUDA context takes seconds when many processes start at once: 2.3 s for 16 on an H200), not
+  // keeping frames: the release clocks of its frames start again from each such look, so it has
+  // the whole release_timeout_ms once it reads them. One that read its frames, or released any
+  // before, has release_timeout_ms alone; one that never reads goes once the grace is over.
   uint32_t startup_grace_ms = 10000;
   uint32_t hello_timeout_ms = 5000;  // a connection that says nothing is dropped after this
   // For this long after a publish() the I/O thread leaves consumers' messages (RELEASE, FENCE)
@@ -235,9 +237,9 @@ class Producer {
   // it, so that a consumer is not blamed for time in which we could not read its RELEASEs.
   void forgive(uint64_t gap_ns);
   void check_deadlines(uint64_t now, Deferred& deferred);
-  // A consumer past its release `deadline` that has released nothing and not read what was sent
-  // to it, within startup_grace_ms of that deadline: not stuck, still starting up.
-  bool still_starting(const Session& session, uint64_t deadline, uint64_t now) const;
+  // A consumer that has released nothing yet, attached less than startup_grace_ms plus
+  // release_timeout_ms ago, with packets sent to it still unread: not stuck, still starting up.
+  bool still_starting(const Session& session, uint64_t now) const;
   // The earliest release deadline among the session's claims; UINT64_MAX: none runs.
   uint64_t release_deadline(const Session& session) const;
   int next_timeout_ms(uint64_t now) const;

@@ -900,6 +900,30 @@ TEST_P(EachBackend, ConsumerStillStartingUpIsNotEvictedForFramesItHasNotRead) {
   EXPECT_LT(waited, 200 + 2000) << "the start-up grace outlived the first release";
 }
 
+// The H200 fan-out case (16 consumers creating CUDA contexts at once): the consumer reads its
+// frames only after several release-timeouts, then takes a moment to import and release them.
+// Reading must not end the grace with a deadline long past: from then on it has the whole
+// release-timeout.
+TEST_P(EachBackend, ConsumerThatReadsLateHasTheWholeReleaseTimeoutFromThen) {
+  auto c = attach_with_release_timeout(200, 3);
+  ASSERT_TRUE(c);
+  ASSERT_EQ(publish(0, 1), 1u);
+  ASSERT_EQ(publish(1, 2), 1u);  // frame 1 is needed back from here on
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // 5x release-timeout, unread
+  {
+    ReceivedFrame first = expect_frame(*c, 0, 1);
+    ReceivedFrame second = expect_frame(*c, 1, 2);
+    // Importing the slots: well within one release-timeout, past the old deadline many times.
+    std::this_thread::sleep_for(std::chrono::milliseconds(120));
+    EXPECT_EQ(stats().consumers_timed_out, 0u) << observer_.dump();
+    EXPECT_EQ(stats().consumers, 1u) << "evicted the moment it read its first frames";
+  }  // both released
+  ASSERT_TRUE(eventually([&] { return stats().claims_outstanding == 0; }));
+  ASSERT_EQ(publish(2, 3), 1u);
+  expect_frame(*c, 2, 3);
+  EXPECT_EQ(stats().consumers_timed_out, 0u);
+}
+
 // The grace is bounded: a consumer that never reads anything (stopped before its first frame)
 // still goes, release-timeout plus startup-grace after its frame was needed back.
 TEST_P(EachBackend, ConsumerThatNeverReadsIsEvictedAfterTheStartupGrace) {
