@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """Summarise a test run from GoogleTest result files and meson's testlog.json.
 
-Usage: test-summary.py GTEST_RESULTS_DIR MESON_TESTLOG_JSON
+Usage: test-summary.py GTEST_RESULTS_DIR MESON_TESTLOG_JSON [--run LABEL DIR TESTLOG]...
 
 GoogleTest results are read from GTEST_RESULTS_DIR: <binary>.json files (GTEST_OUTPUT=json:DIR/)
 and <meson test name>.xml files, which meson itself asks gtest for (--gtest_output=xml:NAME.xml
@@ -13,6 +13,10 @@ disabled case counts as skipped). A meson test whose binary left no GoogleTest
 JSON (a crash before exit, a script test) counts as one test from its meson
 result. A meson test that failed always counts at least one failure, even if its
 JSON says every case passed.
+
+Each --run adds another run's results (the project built against another GStreamer,
+scripts/run-gst-versions): its tests count in the summary like the first run's, their names
+prefixed with "[LABEL]" so a failure says which run it was, and a line per run gives its counts.
 
 The last line printed is "Summary: N passed, N failed, N skipped". Exits 1 if
 anything failed or nothing ran, else 0.
@@ -155,13 +159,8 @@ def skip_reasons(stdout):
     return reasons
 
 
-def main(argv):
-    if len(argv) != 3:
-        print(__doc__.strip().splitlines()[2], file=sys.stderr)
-        return 2
-    results_dir, testlog = argv[1], argv[2]
-    problems = []
-
+def collect(results_dir, testlog, problems):
+    """Every counted test of one run, and the skip reasons its console output gave."""
     # GoogleTest files, grouped by binary basename.
     gtest = {}  # file stem -> list of Case
     if os.path.isdir(results_dir):
@@ -220,6 +219,41 @@ def main(argv):
         # crashed after GoogleTest wrote its JSON).
         for name, result in bad[failed_here:]:
             cases.append(Case(f"[meson] {name} ({result})", "failed"))
+    return cases, reasons
+
+
+def parse_runs(argv):
+    """[(label, results_dir, testlog)] from the command line, or None if it is malformed."""
+    if len(argv) < 3:
+        return None
+    runs = [("", argv[1], argv[2])]
+    extra = argv[3:]
+    while extra:
+        if extra[0] != "--run" or len(extra) < 4:
+            return None
+        runs.append((extra[1], extra[2], extra[3]))
+        extra = extra[4:]
+    return runs
+
+
+def main(argv):
+    runs = parse_runs(argv)
+    if runs is None:
+        print(__doc__.strip().splitlines()[2], file=sys.stderr)
+        return 2
+    problems = []
+    cases, reasons, per_run = [], {}, []
+    for label, results_dir, testlog in runs:
+        run_cases, run_reasons = collect(results_dir, testlog, problems)
+        if label:
+            if not run_cases:  # e.g. the project did not build against that GStreamer
+                run_cases = [Case("no test ran (see the log above)", "failed")]
+            for c in run_cases:
+                c.name = f"[{label}] {c.name}"
+            run_reasons = {f"[{label}] {k}": v for k, v in run_reasons.items()}
+        per_run.append((label or "first run", run_cases))
+        cases.extend(run_cases)
+        reasons.update(run_reasons)
 
     passed = [c for c in cases if c.outcome == "passed"]
     failed = [c for c in cases if c.outcome == "failed"]
@@ -236,6 +270,9 @@ def main(argv):
         print(f"Failed tests ({len(failed)}):")
         for c in failed:
             print(f"  {c.name}")
+    for label, run_cases in per_run if len(per_run) > 1 else []:
+        counts = {o: sum(c.outcome == o for c in run_cases) for o in ("passed", "failed", "skipped")}
+        print(f"{label}: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
     if not passed and not failed:
         print("No test ran.")
     print(f"Summary: {len(passed)} passed, {len(failed)} failed, {len(skipped)} skipped")

@@ -159,7 +159,7 @@ TEST_F(Glue, EveryFormatAtEverySizeDescribesValidatesAndRoundTrips) {
           m.data[i] = uint8_t(x);
         }
         gst_buffer_unmap(source, &m);
-        GstVideoFrame src, slot, out, expected;
+        GstVideoFrame src, slot;
         ASSERT_TRUE(gst_video_frame_map(&src, &info, source, GST_MAP_READ)) << name;
         ASSERT_TRUE(gst_video_frame_map(&slot, &info, padded, GST_MAP_WRITE)) << name;
         ASSERT_TRUE(gst_video_frame_copy(&slot, &src)) << name;
@@ -169,28 +169,35 @@ TEST_F(Glue, EveryFormatAtEverySizeDescribesValidatesAndRoundTrips) {
         gst_buffer_remove_meta(received, GST_META_CAST(gst_buffer_get_video_meta(received)));
         gst_buffer_add_video_meta_full(received, GST_VIDEO_FRAME_FLAG_NONE, format, sz.w, sz.h, n,
                                        layout.offset, layout.stride);
-        GstBuffer* a = gst_buffer_new_allocate(nullptr, GST_VIDEO_INFO_SIZE(&info), nullptr);
-        GstBuffer* b = gst_buffer_new_allocate(nullptr, GST_VIDEO_INFO_SIZE(&info), nullptr);
-        gst_buffer_memset(a, 0, 0, GST_VIDEO_INFO_SIZE(&info));
-        gst_buffer_memset(b, 0, 0, GST_VIDEO_INFO_SIZE(&info));
         GstVideoFrame in;
         ASSERT_TRUE(gst_video_frame_map(&in, &info, received, GST_MAP_READ)) << name;
-        ASSERT_TRUE(gst_video_frame_map(&out, &info, a, GST_MAP_WRITE)) << name;
-        ASSERT_TRUE(gst_video_frame_map(&expected, &info, b, GST_MAP_WRITE)) << name;
-        ASSERT_TRUE(gst_video_frame_copy(&out, &in)) << name;
-        ASSERT_TRUE(gst_video_frame_copy(&expected, &src)) << name;
+        // Downstream, reading through that meta, finds every row of every plane as the source
+        // had it. Compared are the bytes gst_video_frame_copy_plane() copies between different
+        // strides (width x pixel stride of the plane's first component, the whole row where that
+        // is 0; the 1024-byte palette), not the row padding: 1.28 memcpy()s whole planes,
+        // padding included, where the strides match (1.20 and 1.22 copy row by row), so a
+        // second gst_video_frame_copy() of the source is no reference.
+        for (guint p = 0; p < n; ++p) {
+          const auto* s = static_cast<const guint8*>(GST_VIDEO_FRAME_PLANE_DATA(&src, p));
+          const auto* r = static_cast<const guint8*>(GST_VIDEO_FRAME_PLANE_DATA(&in, p));
+          const gint ss = GST_VIDEO_FRAME_PLANE_STRIDE(&src, p);
+          const gint rs = GST_VIDEO_FRAME_PLANE_STRIDE(&in, p);
+          gsize row_bytes = 256 * 4;
+          guint rows = 1;
+          if (p != 1 || !GST_VIDEO_FORMAT_INFO_HAS_PALETTE(finfo)) {
+            gint comp[GST_VIDEO_MAX_COMPONENTS];
+            gst_video_format_info_component(finfo, p, comp);
+            row_bytes = gsize(GST_VIDEO_FRAME_COMP_WIDTH(&src, comp[0])) *
+                        GST_VIDEO_FRAME_COMP_PSTRIDE(&src, comp[0]);
+            if (row_bytes == 0) row_bytes = MIN(ss, rs);
+            rows = cipc_gst::plane_rows(info, p);
+          }
+          guint y = 0;
+          while (y < rows && memcmp(s + gsize(y) * ss, r + gsize(y) * rs, row_bytes) == 0) ++y;
+          EXPECT_EQ(y, rows) << name << ": pixels differ, plane " << p << " row " << y;
+        }
         gst_video_frame_unmap(&in);
-        gst_video_frame_unmap(&out);
-        gst_video_frame_unmap(&expected);
         gst_video_frame_unmap(&src);
-        GstMapInfo ma, mb;
-        ASSERT_TRUE(gst_buffer_map(a, &ma, GST_MAP_READ));
-        ASSERT_TRUE(gst_buffer_map(b, &mb, GST_MAP_READ));
-        EXPECT_EQ(memcmp(ma.data, mb.data, ma.size), 0) << name << ": pixels differ";
-        gst_buffer_unmap(a, &ma);
-        gst_buffer_unmap(b, &mb);
-        gst_buffer_unref(a);
-        gst_buffer_unref(b);
         gst_buffer_unref(received);
         gst_buffer_unref(source);
         ++round_trips;
