@@ -31,6 +31,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <cudaipc/cudaipc.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
@@ -38,7 +39,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "cudaipc.h"
 
 enum {
   EXIT_DONE = 0,

@@ -4,7 +4,7 @@
 // releases ordered after the caller's GPU work by the slots layer's release worker. No exception
 // leaves this file: every entry point returns a status and leaves a sentence for
 // cudaipc_last_error().
-#include "cudaipc.h"
+#include <cudaipc/cudaipc.h>
 
 #include <algorithm>
 #include <atomic>

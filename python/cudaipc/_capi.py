@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """libcudaipc through ctypes: finding the library, its structs, its prototypes and its errors.
 
-Everything here mirrors libcudaipc/cudaipc.h; the rest of the package uses only this module to
+Everything here mirrors libcudaipc/include/cudaipc/cudaipc.h; the rest of the package uses only this module to
 reach C.
 """
 

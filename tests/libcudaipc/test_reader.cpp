@@ -18,8 +18,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cudaipc/cudaipc.h>
 #include "crc32.h"
-#include "cudaipc.h"
 #include "frame_records.h"
 #include "peer_fixture.h"
 #include "process.h"
