@@ -12,6 +12,9 @@
  * Buffers that are not in the pool are copied into a slot (copy-policy=copy-if-needed, counted
  * in the stats property) or refused (copy-policy=require-zero-copy).
  *
+ * Also made from a URI, cudaipc:///path/to/socket with properties as query parameters
+ * (cudaipc:///tmp/cam0.sock?memory=host); see gst/urihandler.h.
+ *
  * ## Example launch lines
  * |[
  * gst-launch-1.0 videotestsrc is-live=true ! video/x-raw,width=1920,height=1080 ! \

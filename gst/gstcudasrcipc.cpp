@@ -13,6 +13,9 @@
  * with reconnect=true the source waits for a new producer at the same path and continues
  * (renegotiating if the format changed).
  *
+ * Players and applications that take a URI open it as cudaipc:///path/to/socket, with
+ * properties as query parameters (cudaipc:///tmp/cam0.sock?reconnect=true); see gst/urihandler.h.
+ *
  * ## Example launch line
  * |[
  * gst-launch-1.0 cudasrc-ipc socket-path=/tmp/cam0.sock reconnect=true ! videoconvert ! \
