@@ -214,8 +214,12 @@ bool set_element_uri(GstElement* element, const char* uri, GError** error) {
 
 std::string uri_for_socket_path(const std::string& socket_path) {
   // A relative socket-path is opened relative to the working directory: so is its URI.
-  GCharPtr absolute(g_canonicalize_filename(socket_path.c_str(), nullptr));
-  GCharPtr escaped(g_uri_escape_string(absolute.get(), "/", FALSE));
+  std::string absolute = socket_path;
+  if (!g_path_is_absolute(socket_path.c_str())) {
+    GCharPtr cwd(g_get_current_dir());
+    absolute = std::string(cwd.get()) + G_DIR_SEPARATOR_S + socket_path;
+  }
+  GCharPtr escaped(g_uri_escape_string(absolute.c_str(), "/", FALSE));
   return std::string(kUriProtocol) + "://" + escaped.get();
 }
 
