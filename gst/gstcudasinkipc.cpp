@@ -12,6 +12,9 @@
  * Buffers that are not in the pool are copied into a slot (copy-policy=copy-if-needed, counted
  * in the stats property) or refused (copy-policy=require-zero-copy).
  *
+ * Also made from a URI, cudaipc:///path/to/socket with properties as query parameters
+ * (cudaipc:///tmp/cam0.sock?memory=host); see gst/urihandler.h.
+ *
  * ## Example launch lines
  * |[
  * gst-launch-1.0 videotestsrc is-live=true ! video/x-raw,width=1920,height=1080 ! \
@@ -44,6 +47,7 @@
 #include "slotcopy.h"
 #include "slotmemory.h"
 #include "slotpool.h"
+#include "urihandler.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_cuda_sink_ipc_debug);
 #define GST_CAT_DEFAULT gst_cuda_sink_ipc_debug
@@ -248,7 +252,11 @@ static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE(
         GST_CAPS_FEATURE_MEMORY_CUDA_IPC, GST_VIDEO_FORMATS_ALL) ";" CIPC_SINK_GST_CUDA_CAPS
                         GST_VIDEO_CAPS_MAKE(GST_VIDEO_FORMATS_ALL)));
 
-CIPC_DEFINE_ELEMENT_TYPE(GstCudaSinkIpc, gst_cuda_sink_ipc, GST_TYPE_BASE_SINK, "GstCudaSink-ipc")
+// The URI handler (cudaipc:///path/to/socket?property=value): gst/urihandler.h.
+CIPC_DEFINE_ELEMENT_TYPE_WITH_CODE(GstCudaSinkIpc, gst_cuda_sink_ipc, GST_TYPE_BASE_SINK,
+                                   "GstCudaSink-ipc",
+                                   G_IMPLEMENT_INTERFACE(GST_TYPE_URI_HANDLER,
+                                                         cipc_gst::init_sink_uri_handler))
 GST_ELEMENT_REGISTER_DEFINE(cudasink_ipc, "cudasink-ipc", GST_RANK_NONE, GST_TYPE_CUDA_SINK_IPC)
 
 static Settings snapshot_settings(GstCudaSinkIpc* self) {

@@ -13,6 +13,9 @@
  * with reconnect=true the source waits for a new producer at the same path and continues
  * (renegotiating if the format changed).
  *
+ * Players and applications that take a URI open it as cudaipc:///path/to/socket, with
+ * properties as query parameters (cudaipc:///tmp/cam0.sock?reconnect=true); see gst/urihandler.h.
+ *
  * ## Example launch line
  * |[
  * gst-launch-1.0 cudasrc-ipc socket-path=/tmp/cam0.sock reconnect=true ! videoconvert ! \
@@ -44,6 +47,7 @@
 #include "enums.h"
 #include "framing.h"
 #include "slotmemory.h"
+#include "urihandler.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_cuda_src_ipc_debug);
 #define GST_CAT_DEFAULT gst_cuda_src_ipc_debug
@@ -215,7 +219,11 @@ static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE(
         GST_CAPS_FEATURE_MEMORY_CUDA_IPC, GST_VIDEO_FORMATS_ALL) ";" CIPC_SRC_GST_CUDA_CAPS
                         GST_VIDEO_CAPS_MAKE(GST_VIDEO_FORMATS_ALL)));
 
-CIPC_DEFINE_ELEMENT_TYPE(GstCudaSrcIpc, gst_cuda_src_ipc, GST_TYPE_PUSH_SRC, "GstCudaSrc-ipc")
+// The URI handler (cudaipc:///path/to/socket?property=value): gst/urihandler.h.
+CIPC_DEFINE_ELEMENT_TYPE_WITH_CODE(GstCudaSrcIpc, gst_cuda_src_ipc, GST_TYPE_PUSH_SRC,
+                                   "GstCudaSrc-ipc",
+                                   G_IMPLEMENT_INTERFACE(GST_TYPE_URI_HANDLER,
+                                                         cipc_gst::init_src_uri_handler))
 GST_ELEMENT_REGISTER_DEFINE(cudasrc_ipc, "cudasrc-ipc", GST_RANK_NONE, GST_TYPE_CUDA_SRC_IPC)
 
 static Settings snapshot_settings(GstCudaSrcIpc* self) {

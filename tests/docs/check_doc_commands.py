@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""Runs the gst-launch-1.0 commands of README.md and docs/*.md as written (issue 24, item 9).
+"""Runs the gst-launch-1.0 and gst-play-1.0 commands of README.md and docs/*.md as written
+(issue 24, item 9; gst-play-1.0 and cudaipc:// URIs: issue 25, item 8).
 
-Every fenced code block is read; its gst-launch-1.0 commands (backslash continuations joined)
-are run together, as the reader would run them in separate shells: the producers of the block
+Every fenced code block is read; its gst-launch-1.0 and gst-play-1.0 commands (backslash
+continuations joined) are run together, as the reader would run them in separate shells: the producers of the block
 (cudasink-ipc) first, then everything else. A display sink draws into a private Xvfb server.
-Each command must reach PLAYING and either still run, without an ERROR, after RUN_SECONDS, or
-have ended with exit status 0. The only change made to a command is its socket path (and any
-file it writes), moved into a scratch directory so that the test needs no /run and leaves
-nothing behind.
+Each command must reach PLAYING (gst-play-1.0: say "Now playing") and either still run,
+without an ERROR, after RUN_SECONDS, or have ended with exit status 0. The only change made to a
+command is its socket path (socket-path=, or the path of a cudaipc:// URI) and any file it
+writes, moved into a scratch directory so that the test needs no /run and leaves nothing behind.
 
 A command this machine cannot run is skipped with the reason, and its consumers with it: a
 CUDA GPU (memory=cuda is the sink's default, rg10tobgra, nvcodec), a V4L2 camera, another host,
@@ -28,11 +29,15 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 
 ROOT = os.environ.get("CUDAIPC_SOURCE_ROOT",
                       os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 RUN_SECONDS = 4
 DISPLAY_SINKS = {"ximagesink", "xvimagesink", "glimagesink", "autovideosink", "gtksink"}
+PROGRAMS = ("gst-launch-1.0", "gst-play-1.0")
+# The socket path of a cudaipc:// URI (percent-encoded), anywhere in a word ("uri=cudaipc://...").
+CUDAIPC_URI = re.compile(r"cudaipc://(/[^?#\s]*)")
 
 # (pattern over the command, why this machine cannot run it), checked in order.
 NEEDS = [
@@ -68,12 +73,12 @@ def code_blocks(path):
 
 
 def commands_of(block):
-    """The gst-launch-1.0 commands of a block, as the shell reads them: a backslash-newline is
+    """The gst-launch-1.0 and gst-play-1.0 commands of a block, as the shell reads them: a backslash-newline is
     removed (inside quotes too), a trailing comment and a trailing '&' are not the command's."""
     commands, pending = [], None
     for line in block:
         if pending is None:
-            if not line.strip().startswith("gst-launch-1.0 "):
+            if not line.strip().startswith(tuple(p + " " for p in PROGRAMS)):
                 continue
             pending = line.strip()
         else:
@@ -114,7 +119,25 @@ def socket_of(words):
     for word in words:
         if word.startswith("socket-path="):
             return word.split("=", 1)[1]
+        uri = CUDAIPC_URI.search(word)
+        if uri:
+            return urllib.parse.unquote(uri.group(1))
     return None
+
+
+def move_socket(word, scratch):
+    """`word` with its socket path (socket-path=P, or a cudaipc:// URI's) moved into `scratch`."""
+    if word.startswith("socket-path="):
+        return "socket-path=" + os.path.join(scratch, os.path.basename(word.split("=", 1)[1]))
+    def moved(uri):
+        path = os.path.join(scratch, os.path.basename(urllib.parse.unquote(uri.group(1))))
+        return "cudaipc://" + urllib.parse.quote(path)
+    return CUDAIPC_URI.sub(moved, word)
+
+
+def needs_display(words):
+    """gst-play-1.0 shows video in autovideosink, as do the display sinks."""
+    return words[0] == "gst-play-1.0" or bool(DISPLAY_SINKS.intersection(elements_of(words)))
 
 
 def why_not(words):
@@ -170,11 +193,7 @@ def run_block(commands, scratch, display, log):
     producers = [w for w in commands if "cudasink-ipc" in w]
     others = [w for w in commands if "cudasink-ipc" not in w]
     for words in producers + others:
-        moved = []
-        for word in words:
-            if word.startswith("socket-path="):
-                word = "socket-path=" + os.path.join(scratch, os.path.basename(word.split("=", 1)[1]))
-            moved.append(word)
+        moved = [move_socket(word, scratch) for word in words]
         output = open(os.path.join(scratch, f"cmd{len(started)}.log"), "w+")
         process = subprocess.Popen(moved, cwd=scratch, env=env, stdout=output,
                                    stderr=subprocess.STDOUT, text=True)
@@ -200,7 +219,9 @@ def run_block(commands, scratch, display, log):
             failure = "printed an error"
         elif code not in (None, 0):
             failure = f"exited with status {code}"
-        elif "Setting pipeline to PLAYING" not in text:
+        elif words[0] == "gst-play-1.0" and "Now playing" not in text:
+            failure = "never said 'Now playing'"
+        elif words[0] == "gst-launch-1.0" and "Setting pipeline to PLAYING" not in text:
             failure = "never reached PLAYING"
         if failure:
             log.append(f"---- {' '.join(words)}\n{text[-3000:]}")
@@ -225,8 +246,7 @@ def main():
                 runnable, reasons = [], {}
                 for words in commands:
                     reason = why_not(words)
-                    if reason is None and xvfb.display is None and \
-                            DISPLAY_SINKS.intersection(elements_of(words)):
+                    if reason is None and xvfb.display is None and needs_display(words):
                         reason = "an X server (install xvfb)"
                     if reason:
                         reasons[" ".join(words)] = reason
@@ -237,7 +257,8 @@ def main():
                 unserved = {socket_of(w) for w in commands if "cudasink-ipc" in w} - served
                 for words in list(runnable):
                     sock = socket_of(words)
-                    if "cudasrc-ipc" in words and sock in unserved:
+                    consumer = "cudasrc-ipc" in words or any("cudaipc://" in w for w in words)
+                    if consumer and sock in unserved:
                         runnable.remove(words)
                         reasons[" ".join(words)] = "its producer, which cannot run here"
                 # A network receiver listens for a sender that runs on another host.

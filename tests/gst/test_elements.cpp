@@ -997,6 +997,90 @@ TEST_F(Elements, ConsumerWithoutGpuRefusesCudaProducerClearly) {
 
 // GStreamer names an instance after its GType: ours are registered so that the default names
 // are the element names ("cudasink-ipc0"), not "cudasinkipc0".
+// cudaipc:// URIs (gst/urihandler, tested on its own in test_urihandler.cpp) pick the right
+// element for each direction, with the query's properties set; playbin and gst-play-1.0 are in
+// tests/e2e/check_uri_players.py.
+TEST_F(Elements, UriMakesTheSourceAndTheSinkWithTheirProperties) {
+  const std::string uri = "cudaipc://" + socket_;
+  GError* error = nullptr;
+  GstElement* src = gst_element_make_from_uri(
+      GST_URI_SRC, (uri + "?memory=host&connect-timeout=250&reconnect=true").c_str(), nullptr,
+      &error);
+  ASSERT_NE(src, nullptr) << (error ? error->message : "");
+  EXPECT_STREQ(GST_OBJECT_NAME(gst_element_get_factory(src)), "cudasrc-ipc");
+  gchar* path = nullptr;
+  gchar* memory = nullptr;
+  guint timeout = 0;
+  gboolean reconnect = FALSE;
+  g_object_get(src, "socket-path", &path, "connect-timeout", &timeout, "reconnect", &reconnect,
+               nullptr);
+  GValue value = G_VALUE_INIT;
+  g_value_init(&value, G_PARAM_SPEC_VALUE_TYPE(
+                           g_object_class_find_property(G_OBJECT_GET_CLASS(src), "memory")));
+  g_object_get_property(G_OBJECT(src), "memory", &value);
+  memory = gst_value_serialize(&value);
+  g_value_unset(&value);
+  EXPECT_EQ(path, socket_);
+  EXPECT_STREQ(memory, "host");
+  EXPECT_EQ(timeout, 250u);
+  EXPECT_TRUE(reconnect);
+  g_free(path);
+  g_free(memory);
+  gchar* got = gst_uri_handler_get_uri(GST_URI_HANDLER(src));
+  EXPECT_EQ(got, uri);  // the path only: the other properties are not put back in a query
+  g_free(got);
+  gst_object_unref(gst_object_ref_sink(src));
+
+  GstElement* sink = gst_element_make_from_uri(
+      GST_URI_SINK, (uri + "?memory=host&socket-mode=0660&pool-size=3").c_str(), nullptr, &error);
+  ASSERT_NE(sink, nullptr) << (error ? error->message : "");
+  EXPECT_STREQ(GST_OBJECT_NAME(gst_element_get_factory(sink)), "cudasink-ipc");
+  guint mode = 0, pool_size = 0;
+  g_object_get(sink, "socket-path", &path, "socket-mode", &mode, "pool-size", &pool_size, nullptr);
+  EXPECT_EQ(path, socket_);
+  EXPECT_EQ(mode, 0660u);  // 0660 read as octal, as gst-launch-1.0 reads it
+  EXPECT_EQ(pool_size, 3u);
+  g_free(path);
+  gst_object_unref(gst_object_ref_sink(sink));
+}
+
+TEST_F(Elements, UriWithAnUnknownOrReadOnlyParameterMakesNoElement) {
+  const std::string uri = "cudaipc://" + socket_;
+  GError* error = nullptr;
+  EXPECT_EQ(gst_element_make_from_uri(GST_URI_SRC, (uri + "?timeout=5").c_str(), nullptr, &error),
+            nullptr);
+  ASSERT_NE(error, nullptr);
+  EXPECT_TRUE(g_error_matches(error, GST_URI_ERROR, GST_URI_ERROR_BAD_URI));
+  EXPECT_NE(std::string(error->message).find("unknown parameter 'timeout'"), std::string::npos)
+      << error->message;
+  EXPECT_NE(std::string(error->message).find("connect-timeout"), std::string::npos)
+      << error->message;
+  g_clear_error(&error);
+  EXPECT_EQ(
+      gst_element_make_from_uri(GST_URI_SINK, (uri + "?num-consumers=2").c_str(), nullptr, &error),
+      nullptr);
+  ASSERT_NE(error, nullptr);
+  EXPECT_NE(std::string(error->message).find("'num-consumers' is read-only"), std::string::npos)
+      << error->message;
+  g_clear_error(&error);
+}
+
+TEST_F(Elements, UriCannotChangeWhileTheSinkRuns) {
+  GstHarness* h = make_sink();
+  gst_harness_play(h);
+  GError* error = nullptr;
+  EXPECT_FALSE(gst_uri_handler_set_uri(GST_URI_HANDLER(h->element),
+                                       ("cudaipc://" + dir_ + "/other.sock").c_str(), &error));
+  EXPECT_TRUE(g_error_matches(error, GST_URI_ERROR, GST_URI_ERROR_BAD_STATE));
+  g_clear_error(&error);
+  gchar* path = nullptr;
+  g_object_get(h->element, "socket-path", &path, nullptr);
+  EXPECT_EQ(path, socket_);
+  g_free(path);
+  gst_harness_teardown(h);
+  TearDownBus();
+}
+
 TEST(ElementNames, DefaultInstanceNamesAreTheElementNames) {
   gst_init(nullptr, nullptr);
   for (const char* factory : {"cudasink-ipc", "cudasrc-ipc"}) {

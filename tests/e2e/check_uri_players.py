@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Players that take a URI open a cudaipc:// stream (issue 25, item 8), in host memory.
+
+Two real processes:
+
+  producer  gst-launch-1.0 videotestsrc is-live=true pattern=smpte horizontal-speed=1 num-buffers=N
+              ! BGRA 320x240 30/1 ! tee ! queue ! cudasink-ipc memory=host socket-path=S
+              tee. ! queue ! checksumsink                  (the checksum of every frame sent)
+  consumer  one of (--player):
+    gst-play  gst-play-1.0 --videosink=checksumsink cudaipc://S?connect-timeout=10000
+    playbin   gst-launch-1.0 playbin uri=cudaipc://S?connect-timeout=10000 video-sink=checksumsink
+    opencv    cv2.VideoCapture("cudaipc://S", cv2.CAP_GSTREAMER) in this process, frames read
+
+The socket's name has a space, so the URI carries it percent-encoded (cam%200.sock). The
+players pick cudasrc-ipc for the URI, playbin's uridecodebin finds its raw video and renders it
+with the given sink. gst-play and playbin pass when at least --min-frames distinct frames arrive,
+every one bit-for-bit a frame the producer sent, and the player ends by itself at the producer's
+EOS without an error. opencv passes when at least --min-frames frames of 320x240 BGR arrive
+that are not all alike (the bars scroll). Exit 0 pass, 1 fail, 77 skip (gst-play-1.0 or cv2 not
+installed; the built plugin missing is a failure).
+"""
+
+import argparse
+import atexit
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+
+SKIP = 77
+WIDTH, HEIGHT, FPS = 320, 240, 30
+VIDEO_CAPS = f"video/x-raw,format=BGRA,width={WIDTH},height={HEIGHT},framerate={FPS}/1"
+# checksumsink prints "<timestamp> <sha1>" for each buffer
+CHECKSUM_LINE = re.compile(r"(\d+:\d\d:\d\d\.\d+) ([0-9a-f]{40})")
+
+
+def start(args, out_path, env=None):
+    out = open(out_path, "wb")
+    return subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            env=env)
+
+
+def stop(process, grace=5.0):
+    """SIGINT (gst-launch-1.0 and gst-play-1.0 stop and exit), then SIGKILL."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    return process.returncode
+
+
+def checksums(path):
+    with open(path, errors="replace") as f:
+        return [m.group(2) for m in CHECKSUM_LINE.finditer(f.read())]
+
+
+def tail(path, n=20):
+    with open(path, errors="replace") as f:
+        return "".join(f.read().splitlines(keepends=True)[-n:])
+
+
+def read_with_opencv(uri, deadline):
+    """Frames cv2.VideoCapture reads from `uri` until the stream ends: (count, shape, distinct)."""
+    import cv2  # noqa: the caller checked that it imports
+    capture = cv2.VideoCapture(uri, cv2.CAP_GSTREAMER)
+    if not capture.isOpened():
+        return 0, None, 0
+    count, shape, seen = 0, None, set()
+    while time.monotonic() < deadline:
+        ok, frame = capture.read()
+        if not ok:
+            break
+        count += 1
+        shape = frame.shape
+        seen.add(hash(frame.tobytes()))
+    capture.release()
+    return count, shape, len(seen)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--player", choices=["gst-play", "playbin", "opencv"], required=True)
+    ap.add_argument("--frames", type=int, default=150, help="frames the producer sends (30/s)")
+    ap.add_argument("--min-frames", type=int, default=20)
+    ap.add_argument("--deadline", type=float, default=60.0, help="seconds for the whole run")
+    args = ap.parse_args()
+    name = f"uri-{args.player}"
+
+    launch = shutil.which("gst-launch-1.0")
+    inspect = shutil.which("gst-inspect-1.0")
+    if not launch or not inspect:
+        print(f"SKIP {name}: gst-launch-1.0 / gst-inspect-1.0 not installed (gstreamer1.0-tools)")
+        return SKIP
+    for element in ("cudasrc-ipc", "cudasink-ipc"):
+        if subprocess.run([inspect, element], capture_output=True, timeout=60).returncode != 0:
+            print(f"FAIL {name}: the built plugin does not provide {element} "
+                  f"(GST_PLUGIN_PATH={os.environ.get('GST_PLUGIN_PATH', '')})")
+            return 1
+    if subprocess.run([inspect, "checksumsink"], capture_output=True).returncode != 0:
+        print(f"SKIP {name}: checksumsink is not installed (gstreamer1.0-plugins-bad)")
+        return SKIP
+    play = shutil.which("gst-play-1.0")
+    if args.player == "gst-play" and not play:
+        print(f"SKIP {name}: gst-play-1.0 is not installed (gstreamer1.0-plugins-base-apps)")
+        return SKIP
+    if args.player == "opencv":
+        try:
+            import cv2
+        except ImportError:
+            print(f"SKIP {name}: OpenCV's Python module cv2 is not installed for {sys.executable} "
+                  "(python3-opencv)")
+            return SKIP
+        if "GStreamer:                   YES" not in cv2.getBuildInformation():
+            print(f"SKIP {name}: this OpenCV ({cv2.__version__}) is built without GStreamer")
+            return SKIP
+
+    workdir = tempfile.mkdtemp(prefix="cudaipc-uri-")
+    atexit.register(shutil.rmtree, workdir, True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # meson's timeout: clean up below
+    socket_path = os.path.join(workdir, "cam 0.sock")
+    uri = "cudaipc://" + urllib.parse.quote(socket_path)  # "cam%200.sock"
+    query = "?connect-timeout=10000"
+    producer_cmd = [launch, "-q", "videotestsrc", "is-live=true", "pattern=smpte",
+                    "horizontal-speed=1", f"num-buffers={args.frames}", "!", VIDEO_CAPS, "!",
+                    "tee", "name=t", "!", "queue", "!", "cudasink-ipc", "memory=host",
+                    f"socket-path={socket_path}", "t.", "!", "queue", "!", "checksumsink"]
+    if args.player == "gst-play":
+        consumer_cmd = [play, "--no-interactive", "--videosink=checksumsink", uri + query]
+    else:
+        consumer_cmd = [launch, "-q", "playbin", f"uri={uri + query}", "video-sink=checksumsink"]
+
+    deadline = time.monotonic() + args.deadline
+    problems = []
+    producer = consumer = None
+    producer_out = os.path.join(workdir, "producer.out")
+    consumer_out = os.path.join(workdir, "consumer.out")
+    opencv = None
+    try:
+        producer = start(producer_cmd, producer_out)
+        ready_by = time.monotonic() + 10
+        while not os.path.exists(socket_path) and time.monotonic() < ready_by:
+            if producer.poll() is not None:
+                break
+            time.sleep(0.05)
+        if not os.path.exists(socket_path):
+            problems.append("the producer never served its socket")
+            raise RuntimeError
+        if args.player == "opencv":
+            opencv = read_with_opencv(uri, deadline)
+        else:
+            consumer = start(consumer_cmd, consumer_out)
+            try:
+                rc = consumer.wait(max(0.0, deadline - time.monotonic()))
+                if rc != 0:
+                    problems.append(f"the player exited with status {rc}")
+            except subprocess.TimeoutExpired:
+                problems.append("the player did not end after the producer's EOS")
+        try:
+            rc = producer.wait(max(0.0, min(10.0, deadline - time.monotonic())))
+            if rc != 0:
+                problems.append(f"the producer exited with status {rc}")
+        except subprocess.TimeoutExpired:
+            problems.append("the producer did not finish")
+    except RuntimeError:
+        pass
+    finally:
+        for process in (consumer, producer):
+            if process:
+                stop(process)
+
+    sent = checksums(producer_out)
+    if len(sent) < args.frames:
+        problems.append(f"the producer reported {len(sent)} of {args.frames} frames")
+    if args.player == "opencv":
+        count, shape, distinct = opencv or (0, None, 0)
+        summary = f"{name}: {count} frames read through OpenCV, {distinct} distinct, shape {shape}"
+        if count < args.min_frames:
+            problems.append(f"only {count} frames arrived (need {args.min_frames})")
+        if count and shape != (HEIGHT, WIDTH, 3):
+            problems.append(f"frames of shape {shape}, not {(HEIGHT, WIDTH, 3)}")
+        if count and distinct < min(count, args.min_frames) // 2:
+            problems.append(f"only {distinct} distinct frames: the picture does not move")
+    else:
+        received = checksums(consumer_out) if os.path.exists(consumer_out) else []
+        unknown = [c for c in received if c not in set(sent)]
+        distinct = len(set(received))
+        summary = (f"{name}: {len(received)}/{len(sent)} frames received ({distinct} distinct), "
+                   f"{len(unknown)} not a frame sent")
+        if distinct < args.min_frames:
+            problems.append(f"only {distinct} distinct frames arrived (need {args.min_frames})")
+        if unknown:
+            problems.append(f"{len(unknown)} frame(s) differ from every frame sent")
+        with open(consumer_out, errors="replace") as f:
+            if "ERROR" in f.read():
+                problems.append("the player printed an error")
+    if problems:
+        print(f"FAIL {summary}: " + "; ".join(problems))
+        print(f"--- producer: {shlex.join(producer_cmd)}\n{tail(producer_out, 5)}")
+        if consumer:
+            print(f"--- player: {shlex.join(consumer_cmd)}\n{tail(consumer_out)}")
+        return 1
+    print(f"PASS {summary}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
