@@ -246,7 +246,11 @@ def main(argv):
     for label, results_dir, testlog in runs:
         run_cases, run_reasons = collect(results_dir, testlog, problems)
         if label:
-            if not run_cases:  # e.g. the project did not build against that GStreamer
+            skipped_file = os.path.join(results_dir, "SKIPPED")
+            if not run_cases and os.path.isfile(skipped_file):  # scripts/run-gst-versions
+                with open(skipped_file, encoding="utf-8") as f:
+                    run_cases = [Case("the whole run", "skipped", f.read().strip())]
+            elif not run_cases:  # e.g. the project did not build against that GStreamer
                 run_cases = [Case("no test ran (see the log above)", "failed")]
             for c in run_cases:
                 c.name = f"[{label}] {c.name}"

@@ -153,21 +153,15 @@ TEST(DebugCategories, EveryCategoryStartsWithCudaipcAndEveryElementLogsInItsOwn)
         << c.factory << " logged nothing about itself in " << c.category << " at cudaipc*:6";
   }
 
-  // Every category the plugin registered (when it loaded and while the pipelines ran).
-  int added = 0;
+  // No category of the plugin is named after an element (the pipelines above also loaded other
+  // plugins, whose categories are theirs to name).
   for (const std::string& name : category_names()) {
-    if (before.count(name) != 0) continue;
-    // Other plugins the pipelines loaded (videotestsrc, fakesink, ...) register theirs too.
-    if (name.rfind("cudaipc", 0) == 0) {
-      ++added;
-      continue;
-    }
+    if (before.count(name) != 0 || name.rfind("cudaipc", 0) == 0) continue;
     for (const Case& c : all) {
       EXPECT_NE(name, std::string(c.factory))
           << "a category named after the element, not cudaipc-*";
     }
   }
-  EXPECT_GE(added, 8) << "the plugin registered fewer cudaipc categories than it has";
 }
 
 }  // namespace
