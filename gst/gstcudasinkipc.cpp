@@ -978,13 +978,14 @@ static void gst_cuda_sink_ipc_class_init(GstCudaSinkIpcClass* klass) {
                         1, cipc::kMaxInFlight, DEFAULT_MAX_IN_FLIGHT, rw_ready));
   g_object_class_install_property(
       object_class, PROP_RELEASE_TIMEOUT,
-      g_param_spec_uint("release-timeout", "Release timeout",
-                        "Milliseconds a consumer may keep a frame after the producer needs it "
-                        "back (a newer frame exists, or the writer waits) before it is "
-                        "disconnected and its slots are retired; for up to 30 s after it attached, a "
-                        "consumer that has not yet read its first frames (still starting up) "
-                        "gets the whole timeout from when it reads them. 0 = wait forever",
-                        0, G_MAXUINT, DEFAULT_RELEASE_TIMEOUT, rw_ready));
+      g_param_spec_uint(
+          "release-timeout", "Release timeout",
+          "Milliseconds a consumer may keep a frame after the producer needs it "
+          "back (a newer frame exists, or the writer waits) before it is "
+          "disconnected and its slots are retired; for up to 30 s after it attached, a "
+          "consumer that has not yet read its first frames (still starting up) "
+          "gets the whole timeout from when it reads them. 0 = wait forever",
+          0, G_MAXUINT, DEFAULT_RELEASE_TIMEOUT, rw_ready));
   g_object_class_install_property(
       object_class, PROP_WAIT_FOR_CONSUMER,
       g_param_spec_boolean("wait-for-consumer", "Wait for consumer",

@@ -40,9 +40,10 @@ struct ProducerConfig {
   // Start-up: for this long (plus release_timeout_ms) after a consumer attached, while it has
   // released nothing and has not even read the frames sent to it, it is still starting up (a
   // CUDA context takes seconds when many processes start at once: on an H200, 2.3 s for 16 and
-  // 15 s for 64 started together), not keeping frames: the release clocks of its frames start again from each such look, so it has
-  // the whole release_timeout_ms once it reads them. One that read its frames, or released any
-  // before, has release_timeout_ms alone; one that never reads goes once the grace is over.
+  // 15 s for 64 started together), not keeping frames: the release clocks of its frames start again
+  // from each such look, so it has the whole release_timeout_ms once it reads them. One that read
+  // its frames, or released any before, has release_timeout_ms alone; one that never reads goes
+  // once the grace is over.
   uint32_t startup_grace_ms = 30000;
   uint32_t hello_timeout_ms = 5000;  // a connection that says nothing is dropped after this
   // For this long after a publish() the I/O thread leaves consumers' messages (RELEASE, FENCE)
