@@ -149,7 +149,11 @@ def why_not(words):
             return need
     if "cudasink-ipc" in words and "memory=host" not in words:
         return "a CUDA GPU (cudasink-ipc's default memory=cuda)"
-    for element in elements_of(words):
+    needed = elements_of(words)
+    # A player shows the stream through playbin into autovideosink, which it does not name.
+    if words[0] == "gst-play-1.0" or "playbin" in needed:
+        needed += ["playbin", "autovideosink"]
+    for element in needed:
         if not installed(element):
             return f"the element {element}, which is not installed here"
     return None

@@ -109,6 +109,12 @@ def main():
     if subprocess.run([inspect, "checksumsink"], capture_output=True).returncode != 0:
         print(f"SKIP {name}: checksumsink is not installed (gstreamer1.0-plugins-bad)")
         return SKIP
+    # The players are built on playbin/uridecodebin (gst-plugins-base's playback plugin), which a
+    # minimal GStreamer (scripts/build-gstreamer's prefixes) does not have.
+    for element in ("playbin", "uridecodebin"):
+        if subprocess.run([inspect, element], capture_output=True, timeout=60).returncode != 0:
+            print(f"SKIP {name}: this GStreamer has no {element} (gst-plugins-base's playback)")
+            return SKIP
     play = shutil.which("gst-play-1.0")
     if args.player == "gst-play" and not play:
         print(f"SKIP {name}: gst-play-1.0 is not installed (gstreamer1.0-plugins-base-apps)")
