@@ -14,6 +14,9 @@ JSON (a crash before exit, a script test) counts as one test from its meson
 result. A meson test that failed always counts at least one failure, even if its
 JSON says every case passed.
 
+Each failed test is listed with the first lines of its failure message (a meson test
+without GoogleTest cases: the last lines it printed), so the end of a CI log says why.
+
 Each --run adds another run's results (the project built against another GStreamer,
 scripts/run-gst-versions): its tests count in the summary like the first run's, their names
 prefixed with "[LABEL]" so a failure says which run it was, and a line per run gives its counts.
@@ -57,6 +60,12 @@ def with_outside_failures(cases, failures, errors, path):
     return cases
 
 
+def short_reason(text, lines=8, width=240):
+    """The first lines of a failure's message, so CI's tail says why without the whole log."""
+    kept = [line[:width] for line in str(text or "").strip().splitlines() if line.strip()][:lines]
+    return "\n".join(kept)
+
+
 def read_gtest_file(path, problems):
     try:
         with open(path, encoding="utf-8") as f:
@@ -74,7 +83,9 @@ def read_gtest_file(path, problems):
             result = str(tc.get("result", "")).upper()
             status = str(tc.get("status", "")).upper()
             if tc.get("failures"):
-                cases.append(Case(name, "failed"))
+                message = "\n".join(str(f.get("failure", "")) for f in tc["failures"]
+                                    if isinstance(f, dict))
+                cases.append(Case(name, "failed", short_reason(message)))
             elif result == "SKIPPED" or status == "SKIPPED":
                 cases.append(Case(name, "skipped"))
             elif result == "SUPPRESSED" or status == "NOTRUN":
@@ -94,8 +105,12 @@ def read_gtest_xml(path, problems):
     for tc in root.iter("testcase"):
         name = f"{tc.get('classname', '?')}.{tc.get('name', '?')}"
         skipped = tc.find("skipped")
-        if tc.find("failure") is not None or tc.find("error") is not None:
-            cases.append(Case(name, "failed"))
+        failure = tc.find("failure")
+        if failure is None:
+            failure = tc.find("error")
+        if failure is not None:
+            message = failure.get("message") or failure.text or ""
+            cases.append(Case(name, "failed", short_reason(message)))
         elif skipped is not None or tc.get("result") == "skipped":
             reason = (skipped.get("message", "") if skipped is not None else "").split("\n")[-1]
             cases.append(Case(name, "skipped", reason))
@@ -159,6 +174,13 @@ def skip_reasons(stdout):
     return reasons
 
 
+def meson_tail(test):
+    """The last lines a failed meson test printed (its own words on why it failed)."""
+    text = "\n".join(str(test.get(k) or "") for k in ("stdout", "stderr"))
+    kept = [line for line in text.splitlines() if line.strip()][-8:]
+    return short_reason("\n".join(kept))
+
+
 def collect(results_dir, testlog, problems):
     """Every counted test of one run, and the skip reasons its console output gave."""
     # GoogleTest files, grouped by binary basename.
@@ -193,7 +215,7 @@ def collect(results_dir, testlog, problems):
             cases.extend(xml_cases)
             # A failed meson test accounts for at least one failure (a crash after the XML).
             if result not in MESON_PASS | MESON_SKIP and not any(c.outcome == "failed" for c in xml_cases):
-                cases.append(Case(f"[meson] {name} ({result})", "failed"))
+                cases.append(Case(f"[meson] {name} ({result})", "failed", meson_tail(t)))
             continue
         key = None
         for arg in t.get("command") or []:
@@ -202,23 +224,23 @@ def collect(results_dir, testlog, problems):
                 key = base
                 break
         if key is not None:
-            group_meson[key].append((name, result))
+            group_meson[key].append((name, result, t))
         elif result in MESON_PASS:
             cases.append(Case(f"[meson] {name}", "passed"))
         elif result in MESON_SKIP:
             cases.append(Case(f"[meson] {name}", "skipped"))
         else:
-            cases.append(Case(f"[meson] {name} ({result})", "failed"))
+            cases.append(Case(f"[meson] {name} ({result})", "failed", meson_tail(t)))
 
     for key in sorted(groups):
         group_cases = [c for stem in sorted(groups[key]) for c in gtest[stem]]
         cases.extend(group_cases)
         failed_here = sum(c.outcome == "failed" for c in group_cases)
-        bad = [(n, r) for n, r in group_meson.get(key, []) if r not in MESON_PASS | MESON_SKIP]
+        bad = [(n, r, t) for n, r, t in group_meson.get(key, []) if r not in MESON_PASS | MESON_SKIP]
         # Each failed meson test accounts for at least one failure (it may have
         # crashed after GoogleTest wrote its JSON).
-        for name, result in bad[failed_here:]:
-            cases.append(Case(f"[meson] {name} ({result})", "failed"))
+        for name, result, test in bad[failed_here:]:
+            cases.append(Case(f"[meson] {name} ({result})", "failed", meson_tail(test)))
     return cases, reasons
 
 
@@ -274,6 +296,8 @@ def main(argv):
         print(f"Failed tests ({len(failed)}):")
         for c in failed:
             print(f"  {c.name}")
+            for line in c.reason.splitlines():
+                print(f"      {line}")
     for label, run_cases in per_run if len(per_run) > 1 else []:
         counts = {o: sum(c.outcome == o for c in run_cases) for o in ("passed", "failed", "skipped")}
         print(f"{label}: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
