@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 #include "framing.h"
 
+#include <cstring>
+
 #include "waker.h"
 
 namespace cipc_gst {
@@ -24,6 +26,49 @@ guint plane_rows(const GstVideoInfo& info, guint plane) {
   gint comp[GST_VIDEO_MAX_COMPONENTS];
   gst_video_format_info_component(info.finfo, plane, comp);
   return GST_VIDEO_FORMAT_INFO_SCALE_HEIGHT(info.finfo, comp[0], GST_VIDEO_INFO_HEIGHT(&info));
+}
+
+gsize plane_row_bytes(const GstVideoInfo& info, guint plane) {
+  if (plane == 1 && GST_VIDEO_FORMAT_INFO_HAS_PALETTE(info.finfo)) return 4;
+  gint comp[GST_VIDEO_MAX_COMPONENTS];
+  gst_video_format_info_component(info.finfo, plane, comp);
+  gsize widest = 0;
+  for (guint i = 0; i < GST_VIDEO_MAX_COMPONENTS && comp[i] >= 0; ++i) {
+    const gsize bytes = gsize(GST_VIDEO_INFO_COMP_WIDTH(&info, comp[i])) *
+                        GST_VIDEO_INFO_COMP_PSTRIDE(&info, comp[i]);
+    widest = MAX(widest, bytes);
+  }
+  return widest;
+}
+
+bool copy_video_frame(GstVideoFrame* dst, const GstVideoFrame* src) {
+  const GstVideoInfo& info = dst->info;
+  if (GST_VIDEO_INFO_FORMAT(&src->info) != GST_VIDEO_INFO_FORMAT(&info) ||
+      GST_VIDEO_INFO_WIDTH(&src->info) != GST_VIDEO_INFO_WIDTH(&info) ||
+      GST_VIDEO_INFO_HEIGHT(&src->info) != GST_VIDEO_INFO_HEIGHT(&info))
+    return false;
+  // Tiles have no rows to measure, bottom-up (negative) strides no row start to take as is:
+  // GStreamer's copy walks both right.
+  bool plain_rows = !GST_VIDEO_FORMAT_INFO_IS_TILED(info.finfo);
+  for (guint p = 0; p < GST_VIDEO_FRAME_N_PLANES(dst); ++p)
+    plain_rows = plain_rows && GST_VIDEO_FRAME_PLANE_STRIDE(src, p) > 0 &&
+                 GST_VIDEO_FRAME_PLANE_STRIDE(dst, p) > 0;
+  if (!plain_rows) return gst_video_frame_copy(dst, src);
+  for (guint p = 0; p < GST_VIDEO_FRAME_N_PLANES(dst); ++p) {
+    const auto* s = static_cast<const guint8*>(GST_VIDEO_FRAME_PLANE_DATA(src, p));
+    auto* d = static_cast<guint8*>(GST_VIDEO_FRAME_PLANE_DATA(dst, p));
+    if (p == 1 && GST_VIDEO_FORMAT_INFO_HAS_PALETTE(info.finfo)) {
+      memcpy(d, s, kPaletteEntries * 4);  // 256 entries in a row, whatever the stride says
+      continue;
+    }
+    const gint ss = GST_VIDEO_FRAME_PLANE_STRIDE(src, p);
+    const gint ds = GST_VIDEO_FRAME_PLANE_STRIDE(dst, p);
+    gsize row = plane_row_bytes(info, p);
+    row = row == 0 ? gsize(MIN(ss, ds)) : MIN(row, gsize(MIN(ss, ds)));
+    const guint rows = plane_rows(info, p);
+    for (guint y = 0; y < rows; ++y) memcpy(d + gsize(y) * ds, s + gsize(y) * ss, row);
+  }
+  return true;
 }
 
 // Whether the frame is long enough for the caps' default layout.

@@ -23,6 +23,16 @@ constexpr guint kPaletteEntries = 256;
 // kPaletteEntries).
 guint plane_rows(const GstVideoInfo& info, guint plane);
 
+// Bytes of a row of `plane` that hold pixels: the widest of the plane's components (width x
+// pixel stride), so a packed 4:2:2 row of odd width keeps its last chroma pair, which
+// gst_video_frame_copy() drops between different strides (it measures the first component, Y).
+// 0 where the format has no pixel stride (v210, UYVP, IYU1): then only the stride says.
+gsize plane_row_bytes(const GstVideoInfo& info, guint plane);
+
+// Copies every plane of `src` into `dst` (same format and size, any strides): rows of
+// plane_row_bytes() (the smaller stride where that is 0); tiled formats tile by tile.
+bool copy_video_frame(GstVideoFrame* dst, const GstVideoFrame* src);
+
 // Consumer side: checks that the producer's layout keeps every plane of `info` inside
 // `frame.size` bytes (never trusting the peer). On success fills `layout` with the offsets and
 // strides to put into the output buffer's GstVideoMeta.

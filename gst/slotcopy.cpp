@@ -13,6 +13,7 @@
 #include "release_worker.h"
 #endif
 #include "cudainterop.h"
+#include "framing.h"
 #include "gstcompat.h"
 
 namespace cipc_gst {
@@ -85,10 +86,10 @@ bool SlotCopier::cpu_copy(const GstVideoInfo& info, GstBuffer* buffer, GstBuffer
     *error = "could not map a shareable slot";
     return false;
   }
-  const gboolean copied = gst_video_frame_copy(&out, &in);
+  const bool copied = copy_video_frame(&out, &in);
   gst_video_frame_unmap(&out);
   gst_video_frame_unmap(&in);
-  if (!copied) *error = "gst_video_frame_copy() failed";
+  if (!copied) *error = "the incoming frame's planes could not be copied into a slot";
   return copied;
 }
 
