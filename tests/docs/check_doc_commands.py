@@ -23,13 +23,15 @@ two folders up). Needs Xvfb (package xvfb) for the display sinks.
 import os
 import re
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.parse
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from gst_processes import Xvfb  # noqa: E402
 
 ROOT = os.environ.get("CUDAIPC_SOURCE_ROOT",
                       os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -157,36 +159,6 @@ def why_not(words):
         if not installed(element):
             return f"the element {element}, which is not installed here"
     return None
-
-
-class Xvfb:
-    """A private X server for the display sinks."""
-
-    def __init__(self):
-        self.process = None
-        self.display = None
-        if shutil.which("Xvfb") is None:
-            return
-        for number in range(90, 130):
-            if os.path.exists(f"/tmp/.X11-unix/X{number}") or os.path.exists(f"/tmp/.X{number}-lock"):
-                continue
-            process = subprocess.Popen(["Xvfb", f":{number}", "-screen", "0", "1920x1080x24",
-                                        "-nolisten", "tcp"], stdout=subprocess.DEVNULL,
-                                       stderr=subprocess.DEVNULL)
-            for _ in range(50):
-                if os.path.exists(f"/tmp/.X11-unix/X{number}"):
-                    self.process, self.display = process, f":{number}"
-                    return
-                if process.poll() is not None:
-                    break
-                time.sleep(0.1)
-            process.kill()
-            process.wait()
-
-    def close(self):
-        if self.process:
-            self.process.terminate()
-            self.process.wait()
 
 
 def run_block(commands, scratch, display, log):

@@ -34,39 +34,19 @@ import tempfile
 import time
 import urllib.parse
 
-SKIP = 77
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from gst_processes import (SKIP, installed, start, stop, tail,  # noqa: E402
+                           tools_and_plugin, wait_for_socket)
+
 WIDTH, HEIGHT, FPS = 320, 240, 30
 VIDEO_CAPS = f"video/x-raw,format=BGRA,width={WIDTH},height={HEIGHT},framerate={FPS}/1"
 # checksumsink prints "<timestamp> <sha1>" for each buffer
 CHECKSUM_LINE = re.compile(r"(\d+:\d\d:\d\d\.\d+) ([0-9a-f]{40})")
 
 
-def start(args, out_path, env=None):
-    out = open(out_path, "wb")
-    return subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            env=env)
-
-
-def stop(process, grace=5.0):
-    """SIGINT (gst-launch-1.0 and gst-play-1.0 stop and exit), then SIGKILL."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(grace)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-    return process.returncode
-
-
 def checksums(path):
     with open(path, errors="replace") as f:
         return [m.group(2) for m in CHECKSUM_LINE.finditer(f.read())]
-
-
-def tail(path, n=20):
-    with open(path, errors="replace") as f:
-        return "".join(f.read().splitlines(keepends=True)[-n:])
 
 
 def read_with_opencv(uri, deadline):
@@ -96,23 +76,16 @@ def main():
     args = ap.parse_args()
     name = f"uri-{args.player}"
 
-    launch = shutil.which("gst-launch-1.0")
-    inspect = shutil.which("gst-inspect-1.0")
-    if not launch or not inspect:
-        print(f"SKIP {name}: gst-launch-1.0 / gst-inspect-1.0 not installed (gstreamer1.0-tools)")
-        return SKIP
-    for element in ("cudasrc-ipc", "cudasink-ipc"):
-        if subprocess.run([inspect, element], capture_output=True, timeout=60).returncode != 0:
-            print(f"FAIL {name}: the built plugin does not provide {element} "
-                  f"(GST_PLUGIN_PATH={os.environ.get('GST_PLUGIN_PATH', '')})")
-            return 1
-    if subprocess.run([inspect, "checksumsink"], capture_output=True).returncode != 0:
+    launch, inspect, status = tools_and_plugin(name)
+    if status is not None:
+        return status
+    if not installed(inspect, "checksumsink"):
         print(f"SKIP {name}: checksumsink is not installed (gstreamer1.0-plugins-bad)")
         return SKIP
     # The players are built on playbin/uridecodebin (gst-plugins-base's playback plugin), which a
     # minimal GStreamer (scripts/build-gstreamer's prefixes) does not have.
     for element in ("playbin", "uridecodebin"):
-        if subprocess.run([inspect, element], capture_output=True, timeout=60).returncode != 0:
+        if not installed(inspect, element):
             print(f"SKIP {name}: this GStreamer has no {element} (gst-plugins-base's playback)")
             return SKIP
     play = shutil.which("gst-play-1.0")
@@ -153,12 +126,7 @@ def main():
     opencv = None
     try:
         producer = start(producer_cmd, producer_out)
-        ready_by = time.monotonic() + 10
-        while not os.path.exists(socket_path) and time.monotonic() < ready_by:
-            if producer.poll() is not None:
-                break
-            time.sleep(0.05)
-        if not os.path.exists(socket_path):
+        if not wait_for_socket(producer, socket_path):
             problems.append("the producer never served its socket")
             raise RuntimeError
         if args.player == "opencv":
