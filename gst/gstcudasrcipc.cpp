@@ -38,15 +38,12 @@
 #include "channel.h"
 #include "client.h"
 #include "consumer_backend.h"
-#ifdef CIPC_HAVE_CUDA
-#include "cudaframes.h"
-#include "private_copies.h"
-#endif
 #include "cudainterop.h"
 #include "elementtype.h"
 #include "enums.h"
 #include "framing.h"
 #include "slotmemory.h"
+#include "srcoutput.h"
 #include "urihandler.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_cuda_src_ipc_debug);
@@ -129,31 +126,6 @@ struct Window {
   uint64_t frames = 0;
 };
 
-#ifdef CIPC_HAVE_GST_CUDA
-[[maybe_unused]] constexpr int kMapCudaFlag = GST_MAP_CUDA;
-#else
-[[maybe_unused]] constexpr int kMapCudaFlag = 0;
-#endif
-
-// How frames leave the element, decided by the negotiated caps and io-mode.
-enum class Output {
-  kShared,    // the producer's slot itself (host memory, or CUDA memory with io-mode=import)
-  kCopy,      // a private device copy (CUDA memory, io-mode=copy)
-  kDownload,  // one device-to-host copy into downstream's buffer (CUDA producer, system caps)
-  kGstCuda,   // one device-to-device copy into GStreamer CUDA memory (nvcodec downstream)
-};
-
-// The GPU side of a CUDA producer: the device found for it, a stream, and io-mode=copy's copies.
-struct CudaSide {
-#ifdef CIPC_HAVE_CUDA
-  int device = -1;
-  cipc_cuda::Stream stream;
-  std::shared_ptr<cipc_slots::PrivateCopies> copies;
-  // io-mode=copy: claims the streaming thread releases itself once their copy is done.
-  std::unique_ptr<cipc_slots::DeferredReleases> deferred;
-#endif
-};
-
 // Everything the element owns, in one place; members clean up after themselves.
 struct SrcPrivate {
   Settings settings;  // properties, under the object lock
@@ -165,10 +137,11 @@ struct SrcPrivate {
   std::unique_ptr<cipc::ConsumerClient> client;
   cipc_gst::ClockOffset clock_offset;
   cipc_gst::TimestampMapper timestamps;
-  Output output = Output::kShared;
-  bool producer_cuda = false;  // the current producer shares CUDA memory
-  GstVideoInfo out_info;       // what we output (format may be BGRx for the producer's BGRA)
-  CudaSide cuda;
+  std::unique_ptr<cipc_gst::SrcOutput> output;  // made by set_caps (gst/srcoutput.h)
+  bool output_for_cuda = false;                 // `output` was made for a producer of CUDA memory
+  bool producer_cuda = false;                   // the current producer shares CUDA memory
+  GstVideoInfo out_info;  // what we output (format may be BGRx for the producer's BGRA)
+  cipc_gst::SrcCudaSide cuda;
   uint64_t last_sequence = 0;
   bool discont = true;
   GstCaps* caps = nullptr;  // the producer's current caps (object lock: get_caps reads it)
@@ -190,8 +163,8 @@ struct SrcPrivate {
     GST_OBJECT_LOCK(element);
     gst_clear_caps(&caps);
     GST_OBJECT_UNLOCK(element);
-    cuda = CudaSide();
-    output = Output::kShared;
+    output.reset();  // before `cuda`, which it uses
+    cuda = cipc_gst::SrcCudaSide();
     producer_cuda = false;
     discont = true;
     last_sequence = 0;
@@ -316,7 +289,7 @@ static cipc::Result<std::shared_ptr<cipc::MemoryBackend>> choose_backend(GstCuda
   p.producer_cuda = w.memory_kind == cipc::MemoryKind::kCuda;
 #ifdef CIPC_HAVE_CUDA
   if (p.producer_cuda && (p.cuda.device != device || !p.cuda.stream.handle())) {
-    p.cuda = CudaSide();
+    p.cuda = cipc_gst::SrcCudaSide();  // the output reads it per frame: no need to remake it
     const cipc_cuda::Status status = cipc_cuda::Stream::create(device, &p.cuda.stream);
     if (!status) return cipc::Error{cipc::ErrorCode::kSystem, status.message()};
     p.cuda.copies = cipc_slots::PrivateCopies::create(device);
@@ -517,22 +490,25 @@ static gboolean gst_cuda_src_ipc_set_caps(GstBaseSrc* src, GstCaps* caps) {
   auto* self = GST_CUDA_SRC_IPC(src);
   SrcPrivate& p = *self->priv;
   if (!gst_video_info_from_caps(&p.out_info, caps)) return FALSE;
-  const bool device = gst_cipc_caps_have_cuda_memory(caps);
-  bool gst_cuda = false;
+  cipc_gst::SrcOutputRequest request;
+  request.producer_cuda = p.producer_cuda;
+  request.caps_cuda_ipc = gst_cipc_caps_have_cuda_memory(caps);
 #ifdef CIPC_HAVE_GST_CUDA
-  gst_cuda = cipc_gst::caps_have_gst_cuda_memory(caps);
+  request.caps_gst_cuda = cipc_gst::caps_have_gst_cuda_memory(caps);
 #endif
-  p.output = !p.producer_cuda                       ? Output::kShared
-             : gst_cuda                             ? Output::kGstCuda
-             : !device                              ? Output::kDownload
-             : p.active.io_mode == GST_CIPC_IO_COPY ? Output::kCopy
-                                                    : Output::kShared;
-  GST_INFO_OBJECT(self, "output %s: %" GST_PTR_FORMAT,
-                  p.output == Output::kDownload  ? "by download into downstream buffers"
-                  : p.output == Output::kGstCuda ? "as copies into GStreamer CUDA memory"
-                  : p.output == Output::kCopy    ? "as private device copies"
-                                                 : "in the producer's slots",
-                  caps);
+  request.io_mode_copy = p.active.io_mode == GST_CIPC_IO_COPY;
+  const cipc_gst::SrcOutputKind kind = cipc_gst::choose_src_output(request);
+  p.output = cipc_gst::make_src_output(kind, p.out_info, &p.cuda,
+                                       {&p.counters.downloads, &p.counters.device_copies});
+  if (!p.output) {
+    GST_ELEMENT_ERROR(
+        self, CORE, NEGOTIATION,
+        ("Cannot output %s: this cudaipc plugin was built without CUDA.", cipc_gst::describe(kind)),
+        (nullptr));
+    return FALSE;
+  }
+  p.output_for_cuda = p.producer_cuda;
+  GST_INFO_OBJECT(self, "output %s: %" GST_PTR_FORMAT, cipc_gst::describe(kind), caps);
   return TRUE;
 }
 
@@ -571,13 +547,6 @@ static gboolean gst_cuda_src_ipc_query(GstBaseSrc* src, GstQuery* query) {
   return GST_BASE_SRC_CLASS(gst_cuda_src_ipc_parent_class)->query(src, query);
 }
 
-// The slot memory allocator could not be created (gst_cipc_slot_allocator_get()).
-static GstFlowReturn no_slot_allocator(GstCudaSrcIpc* self) {
-  GST_ELEMENT_ERROR(self, RESOURCE, FAILED, ("Could not wrap a shared frame: no slot allocator."),
-                    (nullptr));
-  return GST_FLOW_ERROR;
-}
-
 // The producer's caps string as caps. Flag-set fields (multiview-flags) only parse once their
 // GType exists in this process; should one still not parse, it is left out rather than the
 // whole format refused (consumers only need format, size, layout and rate).
@@ -607,7 +576,10 @@ static GstFlowReturn apply_caps(GstCudaSrcIpc* self, const cipc::Caps& message) 
         ("caps (%s): %s", caps ? "not raw video" : "unreadable", message.caps.c_str()));
     return GST_FLOW_ERROR;
   }
-  if (p.caps && gst_caps_is_equal(caps, p.caps)) {
+  // The same caps from a producer of the other memory kind (a reconnect) still renegotiate:
+  // what we can output differs.
+  if (p.caps && gst_caps_is_equal(caps, p.caps) && p.output &&
+      p.output_for_cuda == p.producer_cuda) {
     gst_caps_unref(caps);
     return GST_FLOW_OK;
   }
@@ -622,6 +594,19 @@ static GstFlowReturn apply_caps(GstCudaSrcIpc* self, const cipc::Caps& message) 
         self, CORE, NEGOTIATION,
         ("Downstream does not accept the producer's format %s.", message.caps.c_str()), (nullptr));
     return GST_FLOW_NOT_NEGOTIATED;
+  }
+  // Caps equal to the current ones skip set_caps (GstBaseSrc), but a producer of the other
+  // memory kind needs the other output for them (a download instead of the slot itself).
+  if (p.output_for_cuda != p.producer_cuda) {
+    GstCaps* current = gst_pad_get_current_caps(GST_BASE_SRC_PAD(self));
+    if (!current) {
+      GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("Negotiation left no caps on the source pad."),
+                        (nullptr));
+      return GST_FLOW_NOT_NEGOTIATED;
+    }
+    const gboolean ok = gst_cuda_src_ipc_set_caps(GST_BASE_SRC(self), current);
+    gst_caps_unref(current);
+    if (!ok) return GST_FLOW_NOT_NEGOTIATED;  // set_caps said why
   }
   return GST_FLOW_OK;
 }
@@ -646,64 +631,6 @@ static void post_stats(GstCudaSrcIpc* self, Window& w, uint64_t now) {
   w = Window();
   w.start_ns = now;
 }
-
-#ifdef CIPC_HAVE_CUDA
-// io-mode=copy: a private device copy; the slot is released as soon as the copy has read it.
-static GstFlowReturn copy_on_device(GstCudaSrcIpc* self, cipc::ReceivedFrame& frame,
-                                    GstBuffer** out) {
-  SrcPrivate& p = *self->priv;
-  std::string error;
-  GstMemory* mem = cipc_gst::private_copy_of(*p.cuda.copies, frame, p.cuda.stream.handle(), &error,
-                                             p.cuda.deferred.get());
-  if (mem == nullptr) {
-    GST_ELEMENT_ERROR(self, RESOURCE, READ, ("Could not copy a frame on the GPU."),
-                      ("%s", error.c_str()));
-    return GST_FLOW_ERROR;
-  }
-  *out = gst_buffer_new();
-  gst_buffer_append_memory(*out, mem);
-  ++p.counters.device_copies;
-  return GST_FLOW_OK;
-}
-
-// System memory downstream (ximagesink...): one device-to-host copy per frame, written straight
-// into a buffer of downstream's pool.
-static GstFlowReturn download(GstCudaSrcIpc* self, cipc::ReceivedFrame& frame,
-                              const GstVideoInfo& layout, GstBuffer** out,
-                              GstMapFlags map_flags = GST_MAP_WRITE) {
-  SrcPrivate& p = *self->priv;
-  GstBufferPool* pool = gst_base_src_get_buffer_pool(GST_BASE_SRC(self));
-  GstBuffer* buffer = nullptr;
-  GstFlowReturn ret = GST_FLOW_ERROR;
-  const bool had_pool = pool != nullptr;
-  if (pool) {
-    if (!gst_buffer_pool_is_active(pool)) gst_buffer_pool_set_active(pool, TRUE);
-    ret = gst_buffer_pool_acquire_buffer(pool, &buffer, nullptr);
-    gst_object_unref(pool);
-  }
-  if (ret == GST_FLOW_FLUSHING) return ret;
-  if (ret != GST_FLOW_OK) {
-    GST_ELEMENT_ERROR(self, RESOURCE, NO_SPACE_LEFT,
-                      ("Could not get a buffer to download a frame into."),
-                      ("%s", had_pool ? gst_flow_get_name(ret) : "no buffer pool was negotiated"));
-    return GST_FLOW_ERROR;
-  }
-  std::string error;
-  if (!cipc_gst::download_into(frame, layout, buffer, p.out_info, p.cuda.stream.handle(), &error,
-                               map_flags)) {
-    gst_buffer_unref(buffer);
-    GST_ELEMENT_ERROR(self, RESOURCE, READ, ("Could not copy a frame from the GPU."),
-                      ("%s", error.c_str()));
-    return GST_FLOW_ERROR;
-  }
-  if (map_flags == GST_MAP_WRITE)
-    ++p.counters.downloads;
-  else
-    ++p.counters.device_copies;
-  *out = buffer;
-  return GST_FLOW_OK;
-}
-#endif
 
 // The frame's timestamps as running times of this pipeline; false for a stale frame of a live
 // producer (captured before this pipeline started), which is dropped (framing.h).
@@ -732,34 +659,14 @@ static GstFlowReturn make_buffer(GstCudaSrcIpc* self, cipc::ReceivedFrame& frame
                       ("%s", why.c_str()));
     return GST_FLOW_ERROR;
   }
-  GstBuffer* buffer = nullptr;
-  GstFlowReturn ret = GST_FLOW_OK;
-  switch (p.output) {
-    case Output::kShared: {
-      GstMemory* mem =
-          gst_cipc_slot_memory_new_imported(frame.slot, std::move(frame.claim), info.size);
-      if (mem == nullptr) return no_slot_allocator(self);
-      buffer = gst_buffer_new();
-      gst_buffer_append_memory(buffer, mem);
-      break;
-    }
-#ifdef CIPC_HAVE_CUDA
-    case Output::kCopy: ret = copy_on_device(self, frame, &buffer); break;
-    case Output::kDownload: ret = download(self, frame, layout, &buffer); break;
-    case Output::kGstCuda:
-      ret = download(self, frame, layout, &buffer,
-                     static_cast<GstMapFlags>(GST_MAP_WRITE | kMapCudaFlag));
-      break;
-#else
-    default: ret = GST_FLOW_ERROR; break;
-#endif
+  if (!p.output) {
+    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION,
+                      ("A frame arrived before its format was negotiated downstream."), (nullptr));
+    return GST_FLOW_NOT_NEGOTIATED;
   }
+  GstBuffer* buffer = nullptr;
+  const GstFlowReturn ret = p.output->make(GST_BASE_SRC(self), frame, layout, &buffer);
   if (ret != GST_FLOW_OK) return ret;
-  if (p.output != Output::kDownload)
-    gst_buffer_add_video_meta_full(buffer, GST_VIDEO_FRAME_FLAG_NONE,
-                                   GST_VIDEO_INFO_FORMAT(&p.out_info),
-                                   GST_VIDEO_INFO_WIDTH(&layout), GST_VIDEO_INFO_HEIGHT(&layout),
-                                   GST_VIDEO_INFO_N_PLANES(&layout), layout.offset, layout.stride);
 
   GST_BUFFER_PTS(buffer) = pts;
   GST_BUFFER_DTS(buffer) = dts;

@@ -18,6 +18,7 @@
 #include "slotcopy.h"
 #include "slotmemory.h"
 #include "slotpool.h"
+#include "srcoutput.h"
 #include "waker.h"
 
 namespace {
@@ -313,6 +314,56 @@ TEST_F(Glue, HostSlotCopyKeepsEveryPixelOfOddWidthsAndPaddedRows) {
     }
   }
   EXPECT_GT(copied, 2 * 90);
+}
+
+// Issue 26, item 5: cudasrc-ipc's outputs are classes behind one interface; which one the
+// negotiated caps ask for is a table, checked here row by row.
+TEST_F(Glue, SourceOutputFollowsProducerMemoryCapsAndIoMode) {
+  using cipc_gst::SrcOutputKind;
+  struct Row {
+    bool producer_cuda, caps_cuda_ipc, caps_gst_cuda, io_copy;
+    SrcOutputKind expected;
+  };
+  const Row rows[] = {
+      // A host producer's slots go downstream as they are, whatever the caps or io-mode.
+      {false, false, false, false, SrcOutputKind::kShared},
+      {false, false, false, true, SrcOutputKind::kShared},
+      {false, true, false, true, SrcOutputKind::kShared},
+      // A CUDA producer: our memory (the slot, or io-mode=copy's private copy) ...
+      {true, true, false, false, SrcOutputKind::kShared},
+      {true, true, false, true, SrcOutputKind::kCopy},
+      // ... GStreamer's CUDA memory (one device copy, io-mode does not apply) ...
+      {true, false, true, false, SrcOutputKind::kGstCuda},
+      {true, false, true, true, SrcOutputKind::kGstCuda},
+      // ... or system memory (one download).
+      {true, false, false, false, SrcOutputKind::kDownload},
+      {true, false, false, true, SrcOutputKind::kDownload},
+  };
+  for (const Row& r : rows) {
+    cipc_gst::SrcOutputRequest request;
+    request.producer_cuda = r.producer_cuda;
+    request.caps_cuda_ipc = r.caps_cuda_ipc;
+    request.caps_gst_cuda = r.caps_gst_cuda;
+    request.io_mode_copy = r.io_copy;
+    const SrcOutputKind kind = cipc_gst::choose_src_output(request);
+    EXPECT_EQ(kind, r.expected) << "producer_cuda " << r.producer_cuda << " cuda-ipc caps "
+                                << r.caps_cuda_ipc << " gst-cuda caps " << r.caps_gst_cuda
+                                << " io-mode=copy " << r.io_copy << ": "
+                                << cipc_gst::describe(kind);
+  }
+  // Every build makes the shared output; the CUDA ones only a CUDA build (their frames, and
+  // the shared output's, are checked end to end: tests/e2e, tests/gpu).
+  GstVideoInfo vinfo = info("video/x-raw,format=NV12,width=64,height=48");
+  cipc_gst::SrcCudaSide cuda;
+  std::atomic<guint64> downloads{0}, device_copies{0};
+  auto shared =
+      cipc_gst::make_src_output(SrcOutputKind::kShared, vinfo, &cuda, {&downloads, &device_copies});
+  ASSERT_TRUE(shared);
+  EXPECT_EQ(shared->kind(), SrcOutputKind::kShared);
+#ifndef CIPC_HAVE_CUDA
+  EXPECT_FALSE(cipc_gst::make_src_output(SrcOutputKind::kDownload, vinfo, &cuda,
+                                         {&downloads, &device_copies}));
+#endif
 }
 
 // Issue 17, defect 7: frames captured before the consumer's pipeline started all came out with
