@@ -223,6 +223,8 @@ class GpuChecksum {
     std::memcpy(&v, host_.data(), 8);
     return v;
   }
+  // Loads the kernel (modules load lazily, at the first launch) on a row of the scratch buffer.
+  void warm_up(cipc_cuda::StreamHandle stream) { run(scratch_.ptr(), 8, 8, 1, stream); }
 
  private:
   cipc_cuda::DeviceBuffer scratch_, result_;
@@ -793,12 +795,19 @@ int consume(const Options& o) {
     gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, arrival_probe, &st, nullptr);
     gst_object_unref(pad);
   }
+  // The application's own CUDA set-up (context, stream, the checksum kernel) is done before it
+  // attaches, as applications do at start: with 64 consumers starting together on the H200 it
+  // took seconds, and a consumer doing it on its first frame kept that frame past release-timeout
+  // and was evicted (docs/reliability.md, "Consumers still starting up").
+  cipc_cuda::Stream stream;
+  std::unique_ptr<GpuChecksum> checksum;
+  int stream_device = o.device < 0 ? 0 : o.device;
+  check(cipc_cuda::Stream::create(stream_device, &stream), "stream");
+  checksum = std::make_unique<GpuChecksum>(stream_device, 8192);
+  checksum->warm_up(stream.handle());
   gst_element_set_state(pipeline, GST_STATE_PLAYING);
   printf("READY\n");
   fflush(stdout);
-
-  cipc_cuda::Stream stream;
-  std::unique_ptr<GpuChecksum> checksum;
   cipc_cuda::DeviceBuffer upload;  // host and shm: where each frame is uploaded
   st.record = o.record.empty() ? nullptr : fopen(o.record.c_str(), "w");
   GstBus* bus = gst_element_get_bus(pipeline);
@@ -821,12 +830,9 @@ int consume(const Options& o) {
                  rows = GST_VIDEO_INFO_HEIGHT(&vi);
     if (!cuda) {
       // Host memory in: one upload into this process's GPU memory, as cudaupload would.
-      if (!stream.handle()) {
-        const int device = o.device < 0 ? 0 : o.device;
-        check(cipc_cuda::Stream::create(device, &stream), "stream");
-        check(cipc_cuda::DeviceBuffer::create(device, row_bytes * rows, &upload), "upload buffer");
-        checksum = std::make_unique<GpuChecksum>(device, 8192);
-      }
+      if (!upload.ptr())
+        check(cipc_cuda::DeviceBuffer::create(stream_device, row_bytes * rows, &upload),
+              "upload buffer");
       GstVideoFrame frame;
       if (!gst_video_frame_map(&frame, &vi, b, GST_MAP_READ)) die("map of a host frame failed");
       const auto* data = static_cast<const uint8_t*>(GST_VIDEO_FRAME_PLANE_DATA(&frame, 0));
@@ -849,9 +855,12 @@ int consume(const Options& o) {
       GstMemory* mem = gst_buffer_peek_memory(b, 0);
       const GstCudaIpcMemoryInfo* info = gst_cuda_ipc_memory_get_info(mem);
       if (!info) die("output is not CUDA memory");
-      if (!stream.handle()) {
-        check(cipc_cuda::Stream::create(info->device, &stream), "stream");
-        checksum = std::make_unique<GpuChecksum>(info->device, 8192);
+      if (info->device != stream_device) {  // the producer's GPU, found by UUID
+        stream_device = info->device;
+        checksum.reset();
+        stream = cipc_cuda::Stream();
+        check(cipc_cuda::Stream::create(stream_device, &stream), "stream");
+        checksum = std::make_unique<GpuChecksum>(stream_device, 8192);
       }
       guint64 ptr = 0;
       gint pitch = 0;
