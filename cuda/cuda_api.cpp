@@ -139,6 +139,14 @@ Status query_device(int ordinal, DeviceInfo* out) {
   if (vmm) CIPC_RETURN_IF_ERROR(granularity_of(d, dev, &granularity));
   // Creates the device's primary context without making it current on this thread.
   CIPC_CUDA_TRY(cudaInitDevice(ordinal, 0, 0));
+  // Asked once the context exists (the MPS client connects when a context is made). Drivers
+  // before the attribute answer CUDA_ERROR_INVALID_VALUE: not an error, just "not known to be".
+  // The number, not the enumerator, so that the build takes toolkits that lack it (JetPack 6).
+  constexpr int kMpsEnabledAttribute = 133;  // CU_DEVICE_ATTRIBUTE_MPS_ENABLED in CUDA 13's cuda.h
+  int mps = 0;
+  if (d->cuDeviceGetAttribute(&mps, static_cast<CUdevice_attribute>(kMpsEnabledAttribute), dev) !=
+      CUDA_SUCCESS)
+    mps = 0;
 
   DeviceInfo info;
   info.ordinal = ordinal;
@@ -150,6 +158,7 @@ Status query_device(int ordinal, DeviceInfo* out) {
   info.posix_fd_supported = posix_fd != 0;
   info.ipc_events_supported = ipc_events != 0;
   info.granularity = granularity;
+  info.mps_client = mps != 0;
   *out = std::move(info);
   return Status::ok();
 }

@@ -54,6 +54,9 @@ struct DeviceInfo {
       false;  // CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED
   bool ipc_events_supported = false;  // CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED
   size_t granularity = 0;             // VMM allocation granularity (minimum) for this device
+  // This process's contexts on the device are clients of an MPS server (CUDA Multi-Process
+  // Service): CU_DEVICE_ATTRIBUTE_MPS_ENABLED. False where the driver predates the attribute.
+  bool mps_client = false;
 };
 
 // Number of CUDA devices; 0 with `why` filled ("no CUDA driver", "no CUDA device") otherwise.

@@ -214,6 +214,7 @@ struct SinkPrivate {
   std::atomic<guint64> device_copies{0};     // of them: GstCudaMemory copied on the GPU
   std::atomic<guint64> pageable_uploads{0};  // of them: uploads from pageable memory (staged)
   std::atomic<guint64> pool_generation{0};   // mirrors pools->generation() for the stats
+  std::atomic<bool> cuda_mps{false};         // memory=cuda and our context is an MPS client
   std::atomic<guint64> pool_rollovers{0};
 
   // The one cleanup path, for stop() and for a start() that failed half-way.
@@ -285,7 +286,8 @@ static GstStructure* make_stats(GstCudaSinkIpc* self) {
       G_TYPE_UINT64, ps.slots_exported, "backpressure-waits", G_TYPE_UINT64, ps.backpressure_waits,
       "slots-retired", G_TYPE_UINT64, ps.slots_retired, "retire-notices", G_TYPE_UINT64,
       ps.retire_notices, "pool-generation", G_TYPE_UINT64, p.pool_generation.load(),
-      "pool-rollovers", G_TYPE_UINT64, p.pool_rollovers.load(), nullptr);
+      "pool-rollovers", G_TYPE_UINT64, p.pool_rollovers.load(), "cuda-mps", G_TYPE_BOOLEAN,
+      static_cast<gboolean>(p.cuda_mps.load()), nullptr);
 }
 
 static void gst_cuda_sink_ipc_set_property(GObject* object, guint prop_id, const GValue* value,
@@ -377,8 +379,11 @@ static gboolean start_cuda(GstCudaSinkIpc* self, const Settings& s, cipc::Produc
   p.backend = std::make_shared<cipc_slots::CudaMemoryBackend>(info.ordinal, sync);
   config.sync_mode = sync;
   std::copy(info.uuid.begin(), info.uuid.end(), config.gpu_uuid.begin());
-  GST_INFO_OBJECT(self, "CUDA device %d (%s), sync-mode %s", info.ordinal, info.name.c_str(),
-                  cipc::to_string(sync));
+  p.cuda_mps = info.mps_client;
+  GST_INFO_OBJECT(
+      self, "CUDA device %d (%s), sync-mode %s%s", info.ordinal, info.name.c_str(),
+      cipc::to_string(sync),
+      info.mps_client ? ", as an MPS client (one server context for all its clients)" : "");
   return TRUE;
 #else
   (void)s;
@@ -398,6 +403,7 @@ static gboolean gst_cuda_sink_ipc_start(GstBaseSink* sink) {
   const Settings s = snapshot_settings(self);
   cipc::ProducerConfig config;
   p.cuda_memory = s.memory == cipc::MemoryKind::kCuda;
+  p.cuda_mps = false;  // start_cuda says
   int device = -1;
   if (p.cuda_memory) {
     if (!start_cuda(self, s, config, &device)) {
@@ -1040,7 +1046,8 @@ static void gst_cuda_sink_ipc_class_init(GstCudaSinkIpcClass* klass) {
           "backpressure-waits (frames that waited for a consumer to release), "
           "slots-retired (out of the pool after a consumer timed out), "
           "retire-notices (RETIRE messages telling other consumers), "
-          "pool-generation, pool-rollovers",
+          "pool-generation, pool-rollovers, cuda-mps (boolean: memory=cuda and this "
+          "process's CUDA context runs as a client of an MPS server)",
           GST_TYPE_STRUCTURE, ro));
 
   gst_element_class_set_static_metadata(

@@ -110,12 +110,14 @@ struct Counters {
   std::atomic<guint64> latency_last_ns{0};
   std::atomic<guint64> downloads{0};      // device-to-host copies into downstream buffers
   std::atomic<guint64> device_copies{0};  // io-mode=copy
+  std::atomic<bool> cuda_mps{false};      // the CUDA context importing frames is an MPS client
 
   void reset() {
     frames = frames_skipped = slots_imported = slots_retired = connects = caps_changes = 0;
     frames_stale = timestamp_shift_ns = 0;
     latency_last_ns = 0;
     downloads = device_copies = 0;
+    cuda_mps = false;
   }
 };
 
@@ -217,7 +219,8 @@ static void set_counters(const Counters& c, GstStructure* s) {
                     "connects", G_TYPE_UINT64, c.connects.load(), "caps-changes", G_TYPE_UINT64,
                     c.caps_changes.load(), "latency-last-ns", G_TYPE_UINT64,
                     c.latency_last_ns.load(), "downloads", G_TYPE_UINT64, c.downloads.load(),
-                    "device-copies", G_TYPE_UINT64, c.device_copies.load(), nullptr);
+                    "device-copies", G_TYPE_UINT64, c.device_copies.load(), "cuda-mps",
+                    G_TYPE_BOOLEAN, static_cast<gboolean>(c.cuda_mps.load()), nullptr);
 }
 
 static GstStructure* make_stats(GstCudaSrcIpc* self) {
@@ -283,10 +286,16 @@ static void gst_cuda_src_ipc_get_property(GObject* object, guint prop_id, GValue
 static cipc::Result<std::shared_ptr<cipc::MemoryBackend>> choose_backend(GstCudaSrcIpc* self,
                                                                          const cipc::Welcome& w) {
   SrcPrivate& p = *self->priv;
-  int device = -1;
-  auto backend = cipc_slots::backend_for_producer(w, p.active.cuda_device_id, &device);
+  cipc_slots::ConsumerDevice gpu;
+  auto backend = cipc_slots::backend_for_producer(w, p.active.cuda_device_id, &gpu);
   if (!backend) return backend;
+  const int device = gpu.ordinal;
   p.producer_cuda = w.memory_kind == cipc::MemoryKind::kCuda;
+  p.counters.cuda_mps = gpu.mps_client;
+  if (p.producer_cuda)
+    GST_INFO_OBJECT(
+        self, "importing on CUDA device %d%s", device,
+        gpu.mps_client ? " as an MPS client (one server context for all its clients)" : "");
 #ifdef CIPC_HAVE_CUDA
   if (p.producer_cuda && (p.cuda.device != device || !p.cuda.stream.handle())) {
     p.cuda = cipc_gst::SrcCudaSide();  // the output reads it per frame: no need to remake it
@@ -930,7 +939,8 @@ static void gst_cuda_src_ipc_class_init(GstCudaSrcIpcClass* klass) {
           "slots-imported, slots-retired (imports dropped "
           "because the producer retired their slot), connects, "
           "caps-changes, latency-last-ns, downloads, device-copies (io-mode=copy, or "
-          "copies into GStreamer CUDA memory)",
+          "copies into GStreamer CUDA memory), cuda-mps (boolean: this process's CUDA "
+          "context runs as a client of an MPS server)",
           GST_TYPE_STRUCTURE, ro));
 
   gst_element_class_set_static_metadata(

@@ -57,6 +57,7 @@ int status_of(const cipc::Error& e) {
 struct SharedCounters {
   std::atomic<uint64_t> received{0};
   std::atomic<uint64_t> released{0};
+  std::atomic<bool> cuda_mps{false};  // set by the backend choice at each WELCOME
 };
 
 }  // namespace
@@ -162,9 +163,11 @@ int cudaipc_reader_open(const cudaipc_reader_options* options, cudaipc_reader** 
   const int requested_device = o.cuda_device;
   r->client = std::make_unique<cipc::ConsumerClient>(
       config,
-      [requested_device](const cipc::Welcome& w) {
-        int device = -1;
-        return cipc_slots::backend_for_producer(w, requested_device, &device);
+      [requested_device, counters = r->counters](const cipc::Welcome& w) {
+        cipc_slots::ConsumerDevice device;
+        auto backend = cipc_slots::backend_for_producer(w, requested_device, &device);
+        counters->cuda_mps = backend && device.mps_client;
+        return backend;
       },
       &r->waker);
   const std::string path = config.consumer.socket_path;
@@ -314,7 +317,7 @@ int cudaipc_reader_get_stats(const cudaipc_reader* r, cudaipc_reader_stats* stat
   stats->connects = r->client->connects();
   const cipc::Consumer* consumer = r->client->consumer();
   stats->max_in_flight = consumer ? consumer->welcome().max_in_flight : 0;
-  stats->reserved0 = 0;
+  stats->cuda_mps = r->counters->cuda_mps ? 1 : 0;
   std::memset(stats->reserved, 0, sizeof(stats->reserved));
   return CUDAIPC_OK;
 }

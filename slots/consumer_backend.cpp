@@ -13,8 +13,8 @@
 namespace cipc_slots {
 
 cipc::Result<std::shared_ptr<cipc::MemoryBackend>> backend_for_producer(
-    const cipc::Welcome& welcome, int requested_device, int* device) {
-  *device = -1;
+    const cipc::Welcome& welcome, int requested_device, ConsumerDevice* device) {
+  *device = ConsumerDevice();
   if (welcome.memory_kind != cipc::MemoryKind::kCuda)
     return std::shared_ptr<cipc::MemoryBackend>(std::make_shared<HostMemoryBackend>());
 #ifdef CIPC_HAVE_CUDA
@@ -42,7 +42,8 @@ cipc::Result<std::shared_ptr<cipc::MemoryBackend>> backend_for_producer(
                        "cuda-device-id=" + std::to_string(ordinal) +
                            " is not the GPU the producer uses; CUDA memory can only be shared "
                            "on one GPU"};
-  *device = ordinal;
+  device->ordinal = ordinal;
+  device->mps_client = info.mps_client;
   const cipc::SyncMode sync =
       welcome.sync_mode == cipc::SyncMode::kCpu ? cipc::SyncMode::kCpu : cipc::SyncMode::kGpuEvents;
   return std::shared_ptr<cipc::MemoryBackend>(std::make_shared<CudaMemoryBackend>(ordinal, sync));

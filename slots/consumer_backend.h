@@ -11,10 +11,16 @@
 
 namespace cipc_slots {
 
+// The GPU a consumer imports on.
+struct ConsumerDevice {
+  int ordinal = -1;         // -1 for host memory
+  bool mps_client = false;  // this process's context there is an MPS client
+};
+
 // `requested_device` >= 0 names the GPU to import on, which must be the producer's; -1 finds
-// it by UUID. `device` receives the ordinal used (-1 for host memory). Errors say why in a
-// sentence: no CUDA device, the producer's GPU not visible here, or another GPU named.
+// it by UUID. `device` receives the GPU used. Errors say why in a sentence: no CUDA device, the
+// producer's GPU not visible here, or another GPU named.
 cipc::Result<std::shared_ptr<cipc::MemoryBackend>> backend_for_producer(
-    const cipc::Welcome& welcome, int requested_device, int* device);
+    const cipc::Welcome& welcome, int requested_device, ConsumerDevice* device);
 
 }  // namespace cipc_slots

@@ -106,7 +106,7 @@ class ReaderStats(ctypes.Structure):
         ("slots_retired", ctypes.c_uint64),
         ("connects", ctypes.c_uint64),
         ("max_in_flight", ctypes.c_uint32),
-        ("reserved0", ctypes.c_uint32),
+        ("cuda_mps", ctypes.c_uint32),
         ("reserved", ctypes.c_uint64 * 8),
     ]
 

@@ -501,7 +501,8 @@ class Reader:
     @property
     def stats(self):
         """The reader's counters as a dict: frames_received, frames_released, frames_held,
-        slots_imported, slots_retired, connects, max_in_flight (what the producer granted).
+        slots_imported, slots_retired, connects, max_in_flight (what the producer granted),
+        cuda_mps (True: CUDA memory, and this process's CUDA context is an MPS client).
         After close(): as they were when closed."""
         with self._call_lock:
             if self._handle is None:
@@ -553,8 +554,10 @@ class Reader:
 def _read_stats(handle):
     stats = _capi.spare_struct(_capi.ReaderStats)
     _capi.check(_capi.lib().cudaipc_reader_get_stats(handle, stats))
-    return {name: getattr(stats, name) for name, _ in _capi.ReaderStats._fields_
-            if not name.startswith("reserved")}
+    out = {name: getattr(stats, name) for name, _ in _capi.ReaderStats._fields_
+           if not name.startswith("reserved")}
+    out["cuda_mps"] = bool(out["cuda_mps"])
+    return out
 
 
 def _open(options):

@@ -80,6 +80,14 @@ inline std::optional<uint64_t> stat_of(const std::string& line, const std::strin
   return std::strtoull(line.c_str() + at + key.size(), nullptr, 10);
 }
 
+// The value of `field=(boolean)true|false` in a serialized GstStructure line.
+inline std::optional<bool> flag_of(const std::string& line, const std::string& field) {
+  const std::string key = " " + field + "=(boolean)";
+  const size_t at = line.find(key);
+  if (at == std::string::npos) return std::nullopt;
+  return line.compare(at + key.size(), 4, "true") == 0;
+}
+
 // stat_of, or UINT64_MAX when the field is missing (so that comparisons with it fail loudly).
 inline uint64_t stat_or_max(const std::string& line, const std::string& field) {
   return stat_of(line, field).value_or(UINT64_MAX);

@@ -755,6 +755,19 @@ TEST_F(Elements, SourceStatsPropertyAndMessageHaveEveryDocumentedField) {
     EXPECT_TRUE(gst_structure_has_field(posted, field.c_str()))
         << "the stats-interval message lacks " << field;
   }
+  // Host memory: no CUDA context on either side, so neither is an MPS client (the GPU suite
+  // checks the true case under run-on-gpu's mps step).
+  gboolean mps = TRUE;
+  EXPECT_TRUE(gst_structure_get_boolean(property, "cuda-mps", &mps));
+  EXPECT_FALSE(mps);
+  GstStructure* sink_stats = nullptr;
+  g_object_get(h->element, "stats", &sink_stats, nullptr);
+  ASSERT_NE(sink_stats, nullptr);
+  mps = TRUE;
+  EXPECT_TRUE(gst_structure_get_boolean(sink_stats, "cuda-mps", &mps))
+      << "sink stats lack cuda-mps";
+  EXPECT_FALSE(mps);
+  gst_structure_free(sink_stats);
   gst_structure_free(property);
   gst_message_unref(message);
   gst_element_set_state(pipeline, GST_STATE_NULL);

@@ -169,6 +169,8 @@ TEST_F(Reader, HoldingEveryClaimTimesOutUntilOneIsReleased) {
   cudaipc_frame* b = next_frame();
   ASSERT_TRUE(a && b);
   EXPECT_EQ(stats().frames_held, 2u);
+  EXPECT_EQ(stats().max_in_flight, 2u);
+  EXPECT_EQ(stats().cuda_mps, 0u) << "host memory: this reader has no CUDA context";
   cudaipc_frame* c = nullptr;
   EXPECT_EQ(cudaipc_reader_next(reader_, 400, &c), CUDAIPC_TIMEOUT) << cudaipc_last_error();
   EXPECT_EQ(c, nullptr);

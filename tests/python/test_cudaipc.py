@@ -202,6 +202,7 @@ class CudaipcTest(unittest.TestCase):
         reader = self.reader(producer)
         with self.next_frame(reader) as frame:
             self.assertEqual(reader.stats["frames_held"], 1)
+            self.assertIs(reader.stats["cuda_mps"], False)  # host memory: no CUDA context
             self.assertFalse(frame.released)
         self.assertTrue(frame.released)
         self.assertEqual(reader.stats["frames_held"], 0)

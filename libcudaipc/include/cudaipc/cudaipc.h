@@ -125,8 +125,8 @@ typedef struct {
   uint64_t slots_retired;
   uint64_t connects;
   uint32_t max_in_flight; /* frames the producer lets this reader hold (it may grant fewer) */
-  uint32_t reserved0;
-  uint64_t reserved[8]; /* zero: room for later versions to grow without breaking callers */
+  uint32_t cuda_mps;      /* 1: CUDA memory, and this process's context runs as an MPS client */
+  uint64_t reserved[8];   /* zero: room for later versions to grow without breaking callers */
 } cudaipc_reader_stats;
 
 typedef struct cudaipc_reader cudaipc_reader;
