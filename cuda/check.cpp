@@ -46,6 +46,13 @@ constexpr KnownResult kKnownResults[] = {
 };
 #undef CIPC_CU_RESULT
 
+// What "busy or unavailable" means in practice: the two causes users meet, so that the error
+// names them (an MPS server refused the 49th process on the H200 with exactly this code).
+constexpr const char* kDeviceUnavailableHint =
+    "; the GPU is in exclusive-process compute mode and another process holds it, or the MPS "
+    "server this process is a client of has reached its client limit (48 processes per GPU on "
+    "Volta and later)";
+
 }  // namespace
 
 std::string describe(cudaError_t err) {
@@ -54,6 +61,7 @@ std::string describe(cudaError_t err) {
   const char* text = cudaGetErrorString(err);
   std::string out = name ? name : ("cudaError " + std::to_string(static_cast<int>(err)));
   if (text && *text) out += std::string(" (") + text + ")";
+  if (err == cudaErrorDevicesUnavailable) out += kDeviceUnavailableHint;
   return out;
 }
 
@@ -75,6 +83,7 @@ std::string describe(CUresult err) {
   }
   std::string out = name ? name : ("CUresult " + std::to_string(static_cast<int>(err)));
   if (text && *text) out += std::string(" (") + text + ")";
+  if (err == CUDA_ERROR_DEVICE_UNAVAILABLE) out += kDeviceUnavailableHint;
   return out;
 }
 

@@ -220,6 +220,17 @@ TEST(ErrorHelper, UnknownCodesStillSaySomething) {
   EXPECT_FALSE(cc::detail::describe(static_cast<cudaError_t>(987654)).empty());
 }
 
+// "Busy or unavailable" names its two real causes: exclusive compute mode, and an MPS server at
+// its client limit (what the 49th consumer of one H200 got under MPS).
+TEST(ErrorHelper, DeviceUnavailableNamesExclusiveModeAndTheMpsClientLimit) {
+  for (const std::string& text : {cc::detail::describe(cudaErrorDevicesUnavailable),
+                                  cc::detail::describe(CUDA_ERROR_DEVICE_UNAVAILABLE)}) {
+    EXPECT_TRUE(contains(text, "exclusive-process")) << text;
+    EXPECT_TRUE(contains(text, "MPS server")) << text;
+  }
+  EXPECT_FALSE(contains(cc::detail::describe(cudaErrorInvalidValue), "MPS"));
+}
+
 TEST(ErrorHelper, CallNameAndShortFile) {
   using cc::detail::call_name;
   using cc::detail::short_file;

@@ -112,7 +112,9 @@ struct Options {
   int pool_size = 8, consumers = 1;
   bool cpu_map = false;  // consume: read frames through gst_buffer_map() (the CPU fallback)
   bool streaming_thread = false;  // consume: handle frames in the streaming thread (no appsink hop)
-  bool vandal = false;            // consume: try to write into each received frame (must fault)
+  // consume: try to write into each received frame, which must fail: "1" with a memset (the
+  // driver refuses it for this process alone), "kernel" from a kernel (a GPU fault).
+  std::string vandal;
   std::string gpu_uuid = "random";  // fake-producer: the GPU it claims to use
   long frames = 600;
 };
@@ -160,7 +162,7 @@ Options parse(int argc, char** argv) {
     else if (k == "--streaming-thread")
       o.streaming_thread = v == "1";
     else if (k == "--vandal")
-      o.vandal = v == "1";
+      o.vandal = v == "0" ? "" : v;
     else if (k == "--timeout-s")
       o.timeout_s = std::stoi(v);
     else if (k == "--max-in-flight")
@@ -801,7 +803,11 @@ int consume(const Options& o) {
   // and was evicted (docs/reliability.md, "Consumers still starting up").
   cipc_cuda::Stream stream;
   std::unique_ptr<GpuChecksum> checksum;
-  int stream_device = o.device < 0 ? 0 : o.device;
+  // A --device this machine lacks is the element's error to report (the test of it reads that),
+  // so the harness's own set-up then stays on device 0.
+  std::string no_device;
+  const int devices = cipc_cuda::device_count(&no_device);
+  int stream_device = o.device < 0 || o.device >= devices ? 0 : o.device;
   check(cipc_cuda::Stream::create(stream_device, &stream), "stream");
   checksum = std::make_unique<GpuChecksum>(stream_device, 8192);
   checksum->warm_up(stream.handle());
@@ -877,14 +883,24 @@ int consume(const Options& o) {
       } else {
         if (!gst_cuda_ipc_memory_wait_ready(mem, stream.handle())) die("wait_ready");
         if (!o.arrivals.empty()) gpu_ready.stamp_after(stream.handle(), GST_BUFFER_OFFSET(b));
-        if (o.vandal) {
+        if (!o.vandal.empty()) {
           // A buggy or hostile consumer writing into the producer's frame: the import is mapped
           // read-only, so this must fail here rather than reach the other consumers.
-          cudaError_t e = cudaMemsetAsync(reinterpret_cast<void*>(ptr), 0xde, size_t(pitch) * rows,
-                                          static_cast<cudaStream_t>(stream.handle()));
-          if (e == cudaSuccess)
-            e = cudaStreamSynchronize(static_cast<cudaStream_t>(stream.handle()));
-          if (e != cudaSuccess) die(std::string("vandal write failed: ") + cudaGetErrorString(e));
+          std::string refused;
+          if (o.vandal == "kernel") {
+            cipc_cuda::Status k =
+                cipc_cuda::launch_fill_pattern(ptr, pitch, row_bytes, rows, 7, stream.handle());
+            if (k.is_ok()) k = stream.synchronize();
+            if (!k.is_ok()) refused = k.message();
+          } else {
+            cudaError_t e =
+                cudaMemsetAsync(reinterpret_cast<void*>(ptr), 0xde, size_t(pitch) * rows,
+                                static_cast<cudaStream_t>(stream.handle()));
+            if (e == cudaSuccess)
+              e = cudaStreamSynchronize(static_cast<cudaStream_t>(stream.handle()));
+            if (e != cudaSuccess) refused = cudaGetErrorString(e);
+          }
+          if (!refused.empty()) die("vandal write failed: " + refused);
           printf("VANDALISED %ld\n", st.frames.load() + 1);
         }
         if (st.record)

@@ -37,6 +37,7 @@
 #include <gtest/gtest.h>
 
 #include "cuda_api.h"
+#include "mps_expectation.h"
 #include "nvidia_smi.h"
 #include "peer_fixture.h"
 #include "process.h"
@@ -46,6 +47,7 @@ namespace {
 
 using cipc_test::Clock;
 using cipc_test::contains;
+using cipc_test::flag_of;
 using cipc_test::PeerFixture;
 using cipc_test::Process;
 using cipc_test::self_dir;
@@ -183,6 +185,29 @@ class GpuTwoProcess : public PeerFixture {
                      width, height);
     return {pstats, cstats};
   }
+
+  // A consumer that tries to write into the frames it gets (cuda_peer.cpp --vandal `how`) joins;
+  // its write must be refused and end it alone, never reaching the producer's memory.
+  void expect_vandal_refused(const std::string& sock, const std::string& how) {
+    Process& vandal = consumer(
+        "vandal", {"--socket", sock, "--frames", "0", "--vandal", how, "--timeout-s", "60"});
+    EXPECT_EQ(vandal.wait_exit(seconds(60)), std::optional<int>(2)) << vandal.transcript();
+    EXPECT_EQ(vandal.count("VANDALISED"), 0u) << "a consumer wrote into the producer's frame";
+    const auto why = vandal.first("ERROR");
+    ASSERT_TRUE(why) << vandal.transcript();
+    EXPECT_TRUE(contains(*why, "vandal write failed")) << *why;
+  }
+
+  // The consumer attached all along still gets frames; both then stop cleanly, no claim left.
+  void expect_good_consumer_goes_on(Process& good, Process& prod) {
+    const size_t good_frames = good.frames();
+    EXPECT_TRUE(good.wait_frames(good_frames + 30, kEventTimeout)) << "the good consumer stopped";
+    EXPECT_EQ(good.count("ERROR"), 0u) << good.transcript();
+    good.signal(SIGINT);
+    EXPECT_EQ(good.wait_exit(kExitTimeout), std::optional<int>(0));
+    const std::string pstats = stop_producer(prod);
+    EXPECT_EQ(stat_of(pstats, "claims-outstanding"), 0u) << pstats;
+  }
 };
 
 // Memory and synchronisation (docs/architecture.md): a GPU writer fills cudasink-ipc's slots, the
@@ -191,6 +216,16 @@ class GpuTwoProcess : public PeerFixture {
 TEST_F(GpuTwoProcess, FramesArriveBitExact1080p) {
   const auto stats = run_bit_exact(1920, 1080, 600, {}, {});
   EXPECT_EQ(stat_of(stats.second, "device-copies"), 0u) << stats.second;
+}
+
+// Both elements say in their stats whether their CUDA context is an MPS client: true under
+// run-on-gpu's mps step (CIPC_EXPECT_MPS=1), false without a daemon. Frames stay bit-exact either
+// way.
+TEST_F(GpuTwoProcess, StatsSayWhetherBothSidesRunAsMpsClients) {
+  const bool mps = cipc_test::mps_expected();
+  const auto stats = run_bit_exact(1280, 720, 120, {}, {});
+  EXPECT_EQ(flag_of(stats.first, "cuda-mps"), std::optional<bool>(mps)) << stats.first;
+  EXPECT_EQ(flag_of(stats.second, "cuda-mps"), std::optional<bool>(mps)) << stats.second;
 }
 
 TEST_F(GpuTwoProcess, FramesArriveBitExact4K) {
@@ -276,8 +311,22 @@ TEST_F(GpuFanOut, SixteenConsumersInCudaMemoryGetEveryFrameInOrderBitExact) {
   run_fan_out(16, 40, 300);
 }
 
+// An MPS server takes at most 48 client processes per GPU (Volta and later): on the H200 the
+// 49th got cudaErrorDevicesUnavailable and the server logged "Maximum number of clients (48)
+// reached". So 64 consumers run without MPS, and 40 (with the producer, well under the limit)
+// as MPS clients under run-on-gpu's mps step.
 TEST_F(GpuFanOut, SixtyFourConsumersInCudaMemoryGetEveryFrameInOrderBitExact) {
+  if (cipc_test::mps_expected())
+    GTEST_SKIP() << "beyond an MPS server's 48 clients per GPU; "
+                    "FortyConsumersAsMpsClientsGetEveryFrameInOrderBitExact runs instead";
   run_fan_out(64, 136, 300);
+}
+
+TEST_F(GpuFanOut, FortyConsumersAsMpsClientsGetEveryFrameInOrderBitExact) {
+  if (!cipc_test::mps_expected())
+    GTEST_SKIP() << "runs as MPS clients only (tests/gpu/run-on-gpu mps); "
+                    "SixtyFourConsumersInCudaMemoryGetEveryFrameInOrderBitExact runs instead";
+  run_fan_out(40, 88, 300);
 }
 
 // Synchronisation, sync-mode=cpu (no interprocess events): stream synchronisation instead, still
@@ -328,13 +377,7 @@ TEST_F(GpuTwoProcess, ConsumerWritingIntoAFrameFaultsAloneAndOthersStayBitExact)
   Process& prod = producer("producer", {"--socket", sock, "--frames", "0", "--fps", "60"});
   Process& good = consumer("good", {"--socket", sock, "--frames", "0"});
   ASSERT_TRUE(good.wait_frames(10, kEventTimeout));
-  Process& vandal =
-      consumer("vandal", {"--socket", sock, "--frames", "0", "--vandal", "1", "--timeout-s", "60"});
-  EXPECT_EQ(vandal.wait_exit(seconds(60)), std::optional<int>(2)) << vandal.transcript();
-  EXPECT_EQ(vandal.count("VANDALISED"), 0u) << "a consumer wrote into the producer's frame";
-  const auto why = vandal.first("ERROR");
-  ASSERT_TRUE(why) << vandal.transcript();
-  EXPECT_TRUE(contains(*why, "vandal write failed")) << *why;
+  expect_vandal_refused(sock, "1");
 
   // The good consumer, attached all along, then records 120 more frames: all the producer's.
   Process& check = consumer("check", {"--socket", sock, "--frames", "120", "--record",
@@ -343,13 +386,34 @@ TEST_F(GpuTwoProcess, ConsumerWritingIntoAFrameFaultsAloneAndOthersStayBitExact)
   const auto records = read_records(path("check.txt"));
   EXPECT_EQ(records.size(), 120u);
   expect_frames_match_reference(records, 1920, 1080, "a consumer after the vandal");
-  const size_t good_frames = good.frames();
-  EXPECT_TRUE(good.wait_frames(good_frames + 30, kEventTimeout)) << "the good consumer stopped";
-  EXPECT_EQ(good.count("ERROR"), 0u) << good.transcript();
-  good.signal(SIGINT);
-  EXPECT_EQ(good.wait_exit(kExitTimeout), std::optional<int>(0));
-  const std::string pstats = stop_producer(prod);
-  EXPECT_EQ(stat_of(pstats, "claims-outstanding"), 0u) << pstats;
+  expect_good_consumer_goes_on(good, prod);
+}
+
+// The same from a kernel: a write through the read-only mapping is a GPU fault. Without MPS it
+// ends the faulting consumer's context alone, like the memset above. Under MPS the server tears
+// down every client on the GPU at that moment (its log on the H200: "Server is handling a fatal
+// GPU error", then a sticky error for every client process): the producer and the good consumer
+// end as well, each with an error and never a hang or a crash, and a new pair streams bit-exact
+// on the recovered server. This is why docs/deployment.md keeps consumers that are not trusted off
+// a shared MPS server.
+TEST_F(GpuTwoProcess, ConsumerKernelWritingIntoAFrameFaultsAloneExceptUnderMps) {
+  const std::string sock = path("vandal-kernel.sock");
+  Process& prod = producer("producer", {"--socket", sock, "--frames", "0", "--fps", "60"});
+  Process& good = consumer("good", {"--socket", sock, "--frames", "0"});
+  ASSERT_TRUE(good.wait_frames(10, kEventTimeout));
+  expect_vandal_refused(sock, "kernel");
+  if (!cipc_test::mps_expected()) {
+    expect_good_consumer_goes_on(good, prod);
+    return;
+  }
+  for (Process* p : {&prod, &good}) {
+    const auto code = p->wait_exit(seconds(30));
+    ASSERT_TRUE(code) << p->name() << " still runs 30 s after the fault\n" << p->transcript();
+    EXPECT_NE(*code, 0) << p->name() << "\n" << p->transcript();
+    EXPECT_LT(*code, 128) << p->name() << " was killed by a signal\n" << p->transcript();
+    EXPECT_TRUE(p->first("ERROR")) << p->name() << " ended without saying why\n" << p->transcript();
+  }
+  run_bit_exact(1280, 720, 60, {}, {});
 }
 
 // Failure semantics, producer killed: the consumer ends with EOS within seconds, and the frames it
