@@ -27,6 +27,7 @@
 #include <map>
 #include <string>
 
+#include "paced_clock.h"
 #include "thread_usage.h"
 
 namespace {
@@ -38,17 +39,8 @@ void check(cudaError_t e, const char* what) {
   }
 }
 
-uint64_t now_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
-
-void sleep_until(uint64_t due) {
-  const timespec ts{time_t(due / 1000000000ull), long(due % 1000000000ull)};
-  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) != 0) {
-  }
-}
+using cipc_test::monotonic_ns;
+using cipc_test::sleep_until_ns;
 
 // Runs `step` once per period and prints the per-iteration CPU and wake-ups of each thread.
 void measure(const char* label, int iterations, int hz, const std::function<void()>& step) {
@@ -56,12 +48,12 @@ void measure(const char* label, int iterations, int hz, const std::function<void
   check(cudaDeviceSynchronize(), "warm-up sync");
   const uint64_t period = 1000000000ull / uint64_t(hz);
   const auto before = cipc_test::thread_usage();
-  const uint64_t t0 = now_ns() + period;
+  const uint64_t t0 = monotonic_ns() + period;
   for (int i = 0; i < iterations; ++i) {
-    sleep_until(t0 + uint64_t(i) * period);
+    sleep_until_ns(t0 + uint64_t(i) * period);
     step();
   }
-  sleep_until(t0 + uint64_t(iterations) * period);  // the last iteration's GPU work is done
+  sleep_until_ns(t0 + uint64_t(iterations) * period);  // the last iteration's GPU work is done
   const auto used = cipc_test::thread_deltas(before, cipc_test::thread_usage());
   std::printf("%-44s", label);
   for (const auto& d : used) {

@@ -138,6 +138,47 @@ def check_syscalls(res):
           page_of(skipped, "a run without strace"), "a run without strace says so")
 
 
+def check_mps(res):
+    """9. The MPS part: each case without and with MPS, paced rows against the floor of the same
+    run, what the stats said; and a run whose daemon did not start says so."""
+    base = next(r for r in res["transport"] if r["mode"] == "zero-copy" and r["size"] == "1080p"
+                and r["paced_fps"] == 60 and r["consumers"] == 1)
+    run = copy.deepcopy(res)
+    run["floor"] = {"messages": 600, "p50_us": 100.0, "p99_us": 200.0, "max_us": 400.0,
+                    "receiver_cpu_us": 50.0, "sender_cpu_us": 20.0}
+    rows = []
+    for mps, p50, cpu in [(False, 150.0, 200.0), (True, 120.0, 90.0)]:
+        r = copy.deepcopy(base)
+        r.update({"mps": mps, "sync_mode": "gpu-events", "cuda_mps": {"producer": mps, "consumers": [mps]}})
+        r["latency_us"] = dict(r["latency_us"], p50=p50, p99=2 * p50)
+        r["cpu_us_per_frame"] = dict(r["cpu_us_per_frame"], consumer=cpu)
+        rows.append(r)
+    run["mps"] = rows
+    text = page_of(run, "an MPS part")
+    lines = [l for l in text.splitlines() if l.startswith("| 1080p | 60 fps | 1 | ") and "gpu-events" in l
+             and ("| MPS |" in l or "| no |" in l)]
+    check(len(lines) == 2 and "| no |" in lines[0] and "| MPS |" in lines[1],
+          "the MPS table has the case without, then with MPS")
+    check(len(lines) == 2 and "| 1.5x | 1.5x |" in lines[0] and "| 4.0x | no |" in lines[0]
+          and "| 1.2x | 1.2x |" in lines[1] and "| 1.8x | yes |" in lines[1],
+          "paced rows give latency and consumer CPU against the floor, and what the stats said")
+    check("receiver CPU 50.0 µs per message (600 messages)" in text, "the floor is stated")
+    fan = copy.deepcopy(run)
+    fan["mps_fanout"] = [dict(copy.deepcopy(r), mps=True) for r in res["fanout"][:2]]
+    text = page_of(fan, "an MPS part with fan-out")
+    mps_part = text.split("## CUDA MPS", 1)[-1].split("\n## ", 1)[0]
+    check("40 consumers here, not 64" in mps_part and "| consumers | slots |" in mps_part,
+          "the fan-out as MPS clients has its table in the MPS section")
+    skipped = copy.deepcopy(run)
+    skipped["mps"] = rows[:1]
+    skipped["mps_skipped"] = "no MPS daemon: nvidia-cuda-mps-control not found"
+    check("With MPS: not measured (no MPS daemon: nvidia-cuda-mps-control not found)" in
+          page_of(skipped, "an MPS part without a daemon"), "a run without a daemon says why")
+    plain = {k: v for k, v in res.items() if k not in ("mps", "floor", "mps_skipped")}
+    check("CUDA MPS, and the floor" not in page_of(plain, "a run without an MPS part"),
+          "no MPS section without an MPS part")
+
+
 def main():
     with open(RESULTS) as f:
         res = json.load(f)
@@ -244,6 +285,7 @@ def main():
     check("two ways to a frame" not in page_of(partial, "a run without the input bench"),
           "no input-path table where the run has none")
 
+    check_mps(res)
     check_syscalls(res)
     check_merge(res)
     print(f"{len(failures)} failure(s)")
