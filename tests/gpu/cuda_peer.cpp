@@ -27,6 +27,9 @@
 //            caps (as videotestsrc or a decoder would use it): the upload is an asynchronous DMA
 //   cudaupload  appsrc ! cudaupload ! cudasink-ipc: GStreamer's upload into its CUDA memory,
 //            which the sink copies on the GPU (stamped at the sink's pad, after the upload)
+//   nvh264dec  filesrc location=<--clip> ! h264parse ! nvh264dec ! cudasink-ipc, paced at the
+//            clip's 60 fps: the decoder's CUDA memory, which the sink copies on the GPU (stamped at
+//            the sink's pad, after the decode); --width/--height must be the clip's
 // --stamps (producer) and --arrivals (consumer) write "frame-number CLOCK_MONOTONIC-ns" lines:
 // when a frame entered the producer's sink (just before the push, or before the download where
 // there is one), and when it left the consumer's first element (cudasrc-ipc's src pad; after the
@@ -106,7 +109,7 @@ uint64_t now_ns() {
 
 struct Options {
   std::string mode, socket, record, io_mode = "import", sync_mode = "gpu-events";
-  std::string source = "pool", stamps, arrivals, transport = "cuda";
+  std::string source = "pool", stamps, arrivals, transport = "cuda", clip;
   int width = 1920, height = 1080, fps = 0, device = -1, hold_ms = 0, timeout_s = 60,
       max_in_flight = 8;
   int pool_size = 8, consumers = 1;
@@ -143,6 +146,8 @@ Options parse(int argc, char** argv) {
       o.arrivals = v;
     else if (k == "--source")
       o.source = v;
+    else if (k == "--clip")
+      o.clip = v;
     else if (k == "--transport")
       o.transport = v;
     else if (k == "--pool-size")
@@ -547,6 +552,98 @@ struct UploadPipeline {
   void finish() { end_stream(pipeline, appsrc); }
 };
 
+// filesrc ! h264parse ! nvh264dec ! identity sync=true ! cudasink-ipc: frames decoded into
+// nvcodec's CUDA memory at the clip's pace, which the sink copies into a slot on the GPU. The
+// pipeline prerolls (the sink serves from then) and plays once the consumers are there; the pad
+// probe numbers each frame, stamps it as it enters the sink, and takes the steady-state CPU marks
+// after the first frames, as the frame loop does for the other sources.
+struct DecodePipeline {
+  GstElement* pipeline = nullptr;
+  GstElement* sink = nullptr;
+  GstBus* bus = nullptr;
+  TimeLog* stamps = nullptr;
+  CpuMeter* cpu = nullptr;
+  ThreadMeter* threads = nullptr;
+  std::atomic<long> frames{0};
+  long limit = 0;  // --frames: those after it are dropped before the sink (0: the whole clip)
+
+  ~DecodePipeline() {
+    if (pipeline) {
+      gst_element_set_state(pipeline, GST_STATE_NULL);
+      gst_object_unref(bus);
+      gst_object_unref(sink);
+      gst_object_unref(pipeline);
+    }
+  }
+  void start(const Options& o, guint slots, TimeLog* stamp_log, CpuMeter* cpu_meter,
+             ThreadMeter* thread_meter) {
+    stamps = stamp_log;
+    cpu = cpu_meter;
+    threads = thread_meter;
+    limit = o.frames;
+    if (o.clip.empty()) die("--source nvh264dec needs --clip (tests/gpu/make-h264-clip)");
+    const guint property_slots = std::min<guint>(slots, 64);
+    const std::string launch =
+        "filesrc location=\"" + o.clip +
+        "\" ! h264parse ! nvh264dec ! video/x-raw(memory:CUDAMemory),width=" +
+        std::to_string(o.width) + ",height=" + std::to_string(o.height) +
+        " ! identity sync=true ! cudasink-ipc name=sink sync=false async=false"
+        " enable-last-sample=false wait-for-consumer=true socket-path=" +
+        o.socket + " sync-mode=" + o.sync_mode +
+        " max-in-flight=" + std::to_string(property_slots) +
+        " pool-size=" + std::to_string(property_slots) +
+        " cuda-device-id=" + std::to_string(o.device);
+    GError* err = nullptr;
+    pipeline = gst_parse_launch(launch.c_str(), &err);
+    if (!pipeline) die(std::string("nvh264dec producer: ") + err->message);
+    sink = gst_bin_get_by_name(GST_BIN(pipeline), "sink");
+    bus = gst_element_get_bus(pipeline);
+    GstPad* pad = gst_element_get_static_pad(sink, "sink");
+    gst_pad_add_probe(
+        pad, GST_PAD_PROBE_TYPE_BUFFER,
+        [](GstPad*, GstPadProbeInfo* info, gpointer d) {
+          auto* self = static_cast<DecodePipeline*>(d);
+          if (self->limit && self->frames.load() >= self->limit) return GST_PAD_PROBE_DROP;
+          GstBuffer* b = gst_buffer_make_writable(GST_PAD_PROBE_INFO_BUFFER(info));
+          GST_PAD_PROBE_INFO_DATA(info) = b;
+          const long i = self->frames++;
+          if (i == kWarmupFrames) {
+            self->cpu->mark(i);
+            self->threads->mark(i);
+            mark_copy_audit();
+          }
+          GST_BUFFER_OFFSET(b) = guint64(i);
+          self->stamps->add(uint64_t(i), now_ns());
+          return GST_PAD_PROBE_OK;
+        },
+        this, nullptr);
+    gst_object_unref(pad);
+    if (gst_element_set_state(pipeline, GST_STATE_PAUSED) == GST_STATE_CHANGE_FAILURE)
+      die(with_error("filesrc ! h264parse ! nvh264dec ! cudasink-ipc did not start", bus));
+  }
+  void play() {
+    if (gst_element_set_state(pipeline, GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE)
+      die(with_error("nvh264dec producer did not play", bus));
+  }
+  // Until the clip's EOS (or an error, which ends the run with it), or SIGINT.
+  void wait_end() {
+    while (!g_stop) {
+      GstMessage* m = gst_bus_timed_pop_filtered(
+          bus, 100 * GST_MSECOND, GstMessageType(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
+      if (!m) continue;
+      const bool error = GST_MESSAGE_TYPE(m) == GST_MESSAGE_ERROR;
+      gst_message_unref(m);
+      if (error) die(with_error("nvh264dec producer", bus));
+      return;
+    }
+  }
+  guint consumers() const {
+    guint n = 0;
+    g_object_get(sink, "num-consumers", &n, nullptr);
+    return n;
+  }
+};
+
 // Waits (up to 30 s) until `count()` reaches n: every consumer of a run gets the whole stream.
 template <typename Count>
 void wait_for_consumers(int n, Count count) {
@@ -555,12 +652,34 @@ void wait_for_consumers(int n, Count count) {
     die("only " + std::to_string(count()) + " of " + std::to_string(n) + " consumers came");
 }
 
+// --source nvh264dec: the decoder paces the frames; this thread only waits for the consumers,
+// plays, and waits for the clip's end.
+int produce_decoded(const Options& o) {
+  TimeLog stamps(o.stamps);
+  CpuMeter cpu;
+  ThreadMeter threads;
+  DecodePipeline decoder;
+  decoder.start(o, guint(o.pool_size), &stamps, &cpu, &threads);
+  printf("READY\n");
+  fflush(stdout);
+  wait_for_consumers(o.consumers, [&] { return int(decoder.consumers()); });
+  decoder.play();
+  decoder.wait_end();
+  const long n = decoder.frames.load();
+  cpu.report(n);
+  threads.report(n);
+  print_stats(decoder.sink, "STATS");
+  return 0;
+}
+
 int produce(const Options& o) {
   const bool pool = o.source == "pool", foreign = o.source == "foreign", host = o.source == "host",
              detour = o.source == "detour", sysmem = o.source == "sysmem",
-             sysmem_pool = o.source == "sysmem-pool", upload = o.source == "cudaupload";
-  if (!pool && !foreign && !host && !detour && !sysmem && !sysmem_pool && !upload)
+             sysmem_pool = o.source == "sysmem-pool", upload = o.source == "cudaupload",
+             decode = o.source == "nvh264dec";
+  if (!pool && !foreign && !host && !detour && !sysmem && !sysmem_pool && !upload && !decode)
     die("unknown --source " + o.source);
+  if (decode) return produce_decoded(o);
   // Frames born in system memory, uploaded on the way into the sink's CUDA slots.
   const bool born_in_host = sysmem || sysmem_pool || upload;
   const guint slots = guint(o.pool_size);
