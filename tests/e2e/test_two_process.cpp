@@ -600,7 +600,11 @@ TEST_F(TwoProcess, HealthyConsumerDropsSlotsRetiredUnderAStuckOne) {
     stuck.signal(SIGSTOP);
     std::this_thread::sleep_for(milliseconds(900));  // three release-timeouts
     stuck.signal(SIGCONT);
-    ASSERT_TRUE(stuck.wait_frames(frames + 5, kEventTimeout))
+    // Half a second of frames on the new connection before the next stop: a consumer stopped
+    // before the producer has seen it release anything is still starting up and keeps its start-up
+    // grace (docs/reliability.md), so with only the few frames that were queued when it was
+    // evicted plus one or two new ones, a loaded machine (CI, 1.20.3 run) missed an eviction.
+    ASSERT_TRUE(stuck.wait_frames(frames + 30, kEventTimeout))
         << "the stuck consumer never came back";
   }
   ASSERT_TRUE(healthy.wait_frames(healthy.frames() + 10, kEventTimeout));
