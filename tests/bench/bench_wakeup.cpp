@@ -11,7 +11,6 @@
 // Prints one line: FLOOR messages=N p50_us=.. p99_us=.. max_us=.. receiver_cpu_us=..
 // (the receiver's CPU per message, user + system, after the warm-up) sender_cpu_us=..
 #include <poll.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -26,6 +25,7 @@
 #include <vector>
 
 #include "paced_clock.h"
+#include "thread_usage.h"
 
 namespace {
 
@@ -33,14 +33,8 @@ constexpr int kWarmup = 10;
 constexpr size_t kMessageBytes = 64;
 
 using cipc_test::monotonic_ns;
+using cipc_test::process_cpu_us;
 using cipc_test::sleep_until_ns;
-
-double cpu_us(int who) {
-  rusage ru{};
-  getrusage(who, &ru);
-  return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 + ru.ru_utime.tv_usec +
-         ru.ru_stime.tv_usec;
-}
 
 double percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
@@ -54,7 +48,7 @@ int receive(int fd, int iterations) {
   latency_us.reserve(size_t(iterations));
   double cpu_at_warmup = 0;
   for (int i = 0; i < iterations + kWarmup; ++i) {
-    if (i == kWarmup) cpu_at_warmup = cpu_us(RUSAGE_SELF);
+    if (i == kWarmup) cpu_at_warmup = process_cpu_us();
     pollfd p{fd, POLLIN, 0};
     if (poll(&p, 1, 5000) != 1) {
       std::fprintf(stderr, "bench-wakeup: no message %d within 5 s\n", i);
@@ -70,7 +64,7 @@ int receive(int fd, int iterations) {
     std::memcpy(&sent, msg, sizeof sent);
     if (i >= kWarmup) latency_us.push_back(double(arrived - sent) / 1000.0);
   }
-  const double cpu = (cpu_us(RUSAGE_SELF) - cpu_at_warmup) / iterations;
+  const double cpu = (process_cpu_us() - cpu_at_warmup) / iterations;
   std::printf("FLOOR messages=%d p50_us=%.1f p99_us=%.1f max_us=%.1f receiver_cpu_us=%.1f",
               iterations, percentile(latency_us, 0.5), percentile(latency_us, 0.99),
               percentile(latency_us, 1.0), cpu);
@@ -112,7 +106,7 @@ int main(int argc, char** argv) {
   double cpu_at_warmup = 0;
   for (int i = 0; i < iterations + kWarmup; ++i) {
     sleep_until_ns(t0 + uint64_t(i) * period);
-    if (i == kWarmup) cpu_at_warmup = cpu_us(RUSAGE_SELF);
+    if (i == kWarmup) cpu_at_warmup = process_cpu_us();
     unsigned char msg[kMessageBytes] = {};
     const uint64_t sent = monotonic_ns();
     std::memcpy(msg, &sent, sizeof sent);
@@ -121,7 +115,7 @@ int main(int argc, char** argv) {
       break;
     }
   }
-  const double sender_cpu = (cpu_us(RUSAGE_SELF) - cpu_at_warmup) / iterations;
+  const double sender_cpu = (process_cpu_us() - cpu_at_warmup) / iterations;
   int status = 0;
   waitpid(child, &status, 0);
   std::printf(" sender_cpu_us=%.1f\n", sender_cpu);

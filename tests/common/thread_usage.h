@@ -3,10 +3,12 @@
 // /proc/self/task/<tid>/schedstat (nanoseconds on the CPU) and voluntary context switches (the
 // thread slept and was woken) from .../status. Take a snapshot before and after, then the
 // difference per thread. For the benchmarks' per-thread breakdown (tests/gpu/cuda_peer.cpp,
-// tests/bench/bench_events.cpp).
+// tests/bench/bench_events.cpp); process_cpu_us() is the whole process's total, from getrusage
+// (cuda_peer.cpp, bench_wakeup.cpp).
 #pragma once
 
 #include <dirent.h>
+#include <sys/resource.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -69,6 +71,14 @@ inline std::vector<ThreadDelta> thread_deltas(const std::map<long, ThreadUsage>&
         {now.name, double(now.cpu_ns - base.cpu_ns) / 1000.0, now.wakeups - base.wakeups});
   }
   return out;
+}
+
+// The whole process's CPU time so far (user + system, every thread), in microseconds.
+inline double process_cpu_us() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 + ru.ru_utime.tv_usec +
+         ru.ru_stime.tv_usec;
 }
 
 }  // namespace cipc_test

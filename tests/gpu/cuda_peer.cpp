@@ -74,7 +74,6 @@
 #include <gst/video/video.h>
 #include <signal.h>
 #include <stdio.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -263,12 +262,7 @@ class CpuMeter {
   }
 
  private:
-  static double cpu_us() {
-    rusage ru{};
-    getrusage(RUSAGE_SELF, &ru);
-    return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 + ru.ru_utime.tv_usec +
-           ru.ru_stime.tv_usec;
-  }
+  static double cpu_us() { return cipc_test::process_cpu_us(); }
   double start_us_ = 0;
   long start_frame_ = -1;
 };
@@ -486,68 +480,82 @@ struct ShmDetour {
   void finish() { end_stream(pipeline, appsrc); }
 };
 
-// appsrc ! cudaupload ! cudasink-ipc: system-memory frames uploaded by GStreamer's own element
-// into GstCudaMemory, which the sink copies into a slot on the GPU. Stamps when each frame enters
-// the sink (after the upload), as the other sources stamp just before their push.
-struct UploadPipeline {
+// A producer pipeline described as gst-launch text whose last element is cudasink-ipc
+// name=sink, fed by another GStreamer element (cudaupload, nvh264dec): owns the pipeline, the sink
+// and the bus, and puts a buffer probe on the sink's pad, where those sources stamp their frames.
+struct SinkPipeline {
   GstElement* pipeline = nullptr;
-  GstElement* appsrc = nullptr;
   GstElement* sink = nullptr;
   GstBus* bus = nullptr;
-  TimeLog* stamps = nullptr;
 
-  ~UploadPipeline() {
+  ~SinkPipeline() {
     if (pipeline) {
       gst_element_set_state(pipeline, GST_STATE_NULL);
       gst_object_unref(bus);
-      gst_object_unref(appsrc);
       gst_object_unref(sink);
       gst_object_unref(pipeline);
     }
   }
-  void start(const Options& o, guint slots, bool wait_for_consumer, TimeLog* stamp_log) {
-    stamps = stamp_log;
-    const guint property_slots = std::min<guint>(slots, 64);
-    const std::string caps = "video/x-raw,format=BGRA,width=" + std::to_string(o.width) +
-                             ",height=" + std::to_string(o.height) +
-                             ",framerate=" + std::to_string(o.fps) + "/1";
-    const std::string launch =
-        "appsrc name=in format=time block=true max-buffers=2 caps=\"" + caps +
-        "\" ! cudaupload ! video/x-raw(memory:CUDAMemory) ! cudasink-ipc name=sink sync=false"
-        " async=false enable-last-sample=false"
-        " socket-path=" +
-        o.socket + " sync-mode=" + o.sync_mode +
-        " wait-for-consumer=" + (wait_for_consumer ? "true" : "false") +
-        " max-in-flight=" + std::to_string(property_slots) +
-        " pool-size=" + std::to_string(property_slots) +
-        " cuda-device-id=" + std::to_string(o.device);
+  // cudasink-ipc's properties for the harness's producers: unsynchronised (upstream paces),
+  // `slots` in flight and in the pool (at most 64), and the run's socket, sync mode and device.
+  static std::string sink_properties(const Options& o, guint slots, bool wait_for_consumer) {
+    const std::string n = std::to_string(std::min<guint>(slots, 64));
+    return " sync=false async=false enable-last-sample=false socket-path=" + o.socket +
+           " sync-mode=" + o.sync_mode +
+           " wait-for-consumer=" + (wait_for_consumer ? "true" : "false") + " max-in-flight=" + n +
+           " pool-size=" + n + " cuda-device-id=" + std::to_string(o.device);
+  }
+  void launch(const std::string& description, const std::string& who, GstPadProbeCallback on_buffer,
+              gpointer data) {
     GError* err = nullptr;
-    pipeline = gst_parse_launch(launch.c_str(), &err);
-    if (!pipeline) die(std::string("cudaupload producer: ") + err->message);
-    appsrc = gst_bin_get_by_name(GST_BIN(pipeline), "in");
+    pipeline = gst_parse_launch(description.c_str(), &err);
+    if (!pipeline) die(who + ": " + err->message);
     sink = gst_bin_get_by_name(GST_BIN(pipeline), "sink");
     bus = gst_element_get_bus(pipeline);
     GstPad* pad = gst_element_get_static_pad(sink, "sink");
-    gst_pad_add_probe(
-        pad, GST_PAD_PROBE_TYPE_BUFFER,
+    gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, on_buffer, data, nullptr);
+    gst_object_unref(pad);
+  }
+  guint consumers() const {
+    guint n = 0;
+    g_object_get(sink, "num-consumers", &n, nullptr);
+    return n;
+  }
+};
+
+// appsrc ! cudaupload ! cudasink-ipc: system-memory frames uploaded by GStreamer's own element
+// into GstCudaMemory, which the sink copies into a slot on the GPU. Stamps when each frame enters
+// the sink (after the upload), as the other sources stamp just before their push.
+struct UploadPipeline : SinkPipeline {
+  GstElement* appsrc = nullptr;
+  TimeLog* stamps = nullptr;
+
+  ~UploadPipeline() {
+    if (appsrc) gst_object_unref(appsrc);
+  }
+  void start(const Options& o, guint slots, bool wait_for_consumer, TimeLog* stamp_log) {
+    stamps = stamp_log;
+    const std::string caps = "video/x-raw,format=BGRA,width=" + std::to_string(o.width) +
+                             ",height=" + std::to_string(o.height) +
+                             ",framerate=" + std::to_string(o.fps) + "/1";
+    launch(
+        "appsrc name=in format=time block=true max-buffers=2 caps=\"" + caps +
+            "\" ! cudaupload ! video/x-raw(memory:CUDAMemory) ! cudasink-ipc name=sink" +
+            sink_properties(o, slots, wait_for_consumer),
+        "cudaupload producer",
         [](GstPad*, GstPadProbeInfo* info, gpointer d) {
           GstBuffer* b = GST_PAD_PROBE_INFO_BUFFER(info);
           static_cast<UploadPipeline*>(d)->stamps->add(GST_BUFFER_OFFSET(b), now_ns());
           return GST_PAD_PROBE_OK;
         },
-        this, nullptr);
-    gst_object_unref(pad);
+        this);
+    appsrc = gst_bin_get_by_name(GST_BIN(pipeline), "in");
     if (gst_element_set_state(pipeline, GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE)
       die(with_error("appsrc ! cudaupload ! cudasink-ipc did not start (nvcodec plugin?)", bus));
   }
   void push(GstBuffer* b) {
     if (gst_app_src_push_buffer(GST_APP_SRC(appsrc), b) != GST_FLOW_OK)
       die(with_error("cudaupload producer: push failed", bus));
-  }
-  guint consumers() const {
-    guint n = 0;
-    g_object_get(sink, "num-consumers", &n, nullptr);
-    return n;
   }
   void finish() { end_stream(pipeline, appsrc); }
 };
@@ -557,24 +565,13 @@ struct UploadPipeline {
 // pipeline prerolls (the sink serves from then) and plays once the consumers are there; the pad
 // probe numbers each frame, stamps it as it enters the sink, and takes the steady-state CPU marks
 // after the first frames, as the frame loop does for the other sources.
-struct DecodePipeline {
-  GstElement* pipeline = nullptr;
-  GstElement* sink = nullptr;
-  GstBus* bus = nullptr;
+struct DecodePipeline : SinkPipeline {
   TimeLog* stamps = nullptr;
   CpuMeter* cpu = nullptr;
   ThreadMeter* threads = nullptr;
   std::atomic<long> frames{0};
   long limit = 0;  // --frames: those after it are dropped before the sink (0: the whole clip)
 
-  ~DecodePipeline() {
-    if (pipeline) {
-      gst_element_set_state(pipeline, GST_STATE_NULL);
-      gst_object_unref(bus);
-      gst_object_unref(sink);
-      gst_object_unref(pipeline);
-    }
-  }
   void start(const Options& o, guint slots, TimeLog* stamp_log, CpuMeter* cpu_meter,
              ThreadMeter* thread_meter) {
     stamps = stamp_log;
@@ -582,25 +579,12 @@ struct DecodePipeline {
     threads = thread_meter;
     limit = o.frames;
     if (o.clip.empty()) die("--source nvh264dec needs --clip (tests/gpu/make-h264-clip)");
-    const guint property_slots = std::min<guint>(slots, 64);
-    const std::string launch =
+    launch(
         "filesrc location=\"" + o.clip +
-        "\" ! h264parse ! nvh264dec ! video/x-raw(memory:CUDAMemory),width=" +
-        std::to_string(o.width) + ",height=" + std::to_string(o.height) +
-        " ! identity sync=true ! cudasink-ipc name=sink sync=false async=false"
-        " enable-last-sample=false wait-for-consumer=true socket-path=" +
-        o.socket + " sync-mode=" + o.sync_mode +
-        " max-in-flight=" + std::to_string(property_slots) +
-        " pool-size=" + std::to_string(property_slots) +
-        " cuda-device-id=" + std::to_string(o.device);
-    GError* err = nullptr;
-    pipeline = gst_parse_launch(launch.c_str(), &err);
-    if (!pipeline) die(std::string("nvh264dec producer: ") + err->message);
-    sink = gst_bin_get_by_name(GST_BIN(pipeline), "sink");
-    bus = gst_element_get_bus(pipeline);
-    GstPad* pad = gst_element_get_static_pad(sink, "sink");
-    gst_pad_add_probe(
-        pad, GST_PAD_PROBE_TYPE_BUFFER,
+            "\" ! h264parse ! nvh264dec ! video/x-raw(memory:CUDAMemory),width=" +
+            std::to_string(o.width) + ",height=" + std::to_string(o.height) +
+            " ! identity sync=true ! cudasink-ipc name=sink" + sink_properties(o, slots, true),
+        "nvh264dec producer",
         [](GstPad*, GstPadProbeInfo* info, gpointer d) {
           auto* self = static_cast<DecodePipeline*>(d);
           if (self->limit && self->frames.load() >= self->limit) return GST_PAD_PROBE_DROP;
@@ -616,8 +600,7 @@ struct DecodePipeline {
           self->stamps->add(uint64_t(i), now_ns());
           return GST_PAD_PROBE_OK;
         },
-        this, nullptr);
-    gst_object_unref(pad);
+        this);
     if (gst_element_set_state(pipeline, GST_STATE_PAUSED) == GST_STATE_CHANGE_FAILURE)
       die(with_error("filesrc ! h264parse ! nvh264dec ! cudasink-ipc did not start", bus));
   }
@@ -636,11 +619,6 @@ struct DecodePipeline {
       if (error) die(with_error("nvh264dec producer", bus));
       return;
     }
-  }
-  guint consumers() const {
-    guint n = 0;
-    g_object_get(sink, "num-consumers", &n, nullptr);
-    return n;
   }
 };
 
