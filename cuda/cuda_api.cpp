@@ -660,6 +660,10 @@ Status synchronize_stream(StreamHandle stream) {
   return Status::ok();
 }
 
+StreamHandle legacy_default_stream() {
+  return cudaStreamLegacy;
+}
+
 Status copy_2d_async(void* dst, size_t dst_pitch, const void* src, size_t src_pitch,
                      size_t row_bytes, size_t rows, StreamHandle stream) {
   if (rows == 0 || row_bytes == 0) return Status::ok();

@@ -222,6 +222,12 @@ class DeviceBuffer {
 // default stream. For sync-mode=cpu, where interprocess events are not available.
 Status synchronize_stream(StreamHandle stream);
 
+// The legacy default stream (cudaStreamLegacy) of the current device's primary context: work
+// queued on it starts only after all work queued earlier on the context's blocking streams
+// (GStreamer's CUDA streams are such streams), so an event recorded there completes once all of
+// that is done.
+StreamHandle legacy_default_stream();
+
 // 2-D asynchronous copy in any direction (cudaMemcpy2DAsync, cudaMemcpyDefault): `rows` rows of
 // `row_bytes` bytes. Pointers are host addresses or DevicePtr values cast to void*.
 Status copy_2d_async(void* dst, size_t dst_pitch, const void* src, size_t src_pitch,

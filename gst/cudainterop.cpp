@@ -65,7 +65,7 @@ GstCudaContext* shared_cuda_context(int device, std::string* why) {
   return static_cast<GstCudaContext*>(gst_object_ref(context));
 }
 
-static bool is_primary(GstCudaContext* context, int device) {
+bool is_primary_context(GstCudaContext* context, int device) {
   std::lock_guard<std::mutex> lock(g_contexts_mutex);
   auto it = g_contexts.find(device);
   if (it != g_contexts.end() && it->second == context) return true;
@@ -120,7 +120,7 @@ bool ensure_cuda_context(GstElement* element, int device, GstCudaContext** conte
         element,
         gst_message_new_have_context(GST_OBJECT(element), gst_context_new_cuda_context(*context)));
   }
-  *uses_primary = is_primary(*context, device);
+  *uses_primary = is_primary_context(*context, device);
   if (!*uses_primary)
     GST_WARNING_OBJECT(element,
                        "the pipeline's CUDA context %" GST_PTR_FORMAT

@@ -29,6 +29,9 @@ namespace cipc_gst {
 // measuring what a second context costs): the elements then keep to themselves.
 GstCudaContext* shared_cuda_context(int device, std::string* why);
 bool cuda_context_sharing_enabled();
+// Whether `context` wraps `device`'s primary context, the one this project's CUDA work (slot
+// imports among it) runs in.
+bool is_primary_context(GstCudaContext* context, int device);
 
 // The element's context for `device`: one the application set (set_context) or a neighbour
 // answers (context query), else the application's answer to NEED_CONTEXT, else the shared

@@ -39,5 +39,75 @@ inline void gst_cuda_memory_wait_complete(GstMemory* mem) {
 #endif
 }
 
+// Whether GstCudaMemory can wrap device memory GStreamer did not allocate, with a notify when it
+// is freed: gst_cuda_allocator_alloc_wrapped() and GstCudaStream came with GStreamer 1.24. Before
+// that cudasrc-ipc copies each frame into GstCudaMemory of downstream's pool.
+constexpr bool gst_cuda_can_wrap_device_memory() {
+#if GST_CHECK_VERSION(1, 24, 0)
+  return true;
+#else
+  return false;
+#endif
+}
+
+// A GstCudaStream (GStreamer 1.24) on a context, owned: the stream that wrapped memory is ordered
+// on. Empty (handle() nullptr) before 1.24 or when the stream could not be made.
+class GstCudaStreamRef {
+ public:
+  GstCudaStreamRef() = default;
+  explicit GstCudaStreamRef(GstCudaContext* context) {
+#if GST_CHECK_VERSION(1, 24, 0)
+    stream_ = gst_cuda_stream_new(context);
+#else
+    (void)context;
+#endif
+  }
+  ~GstCudaStreamRef() {
+#if GST_CHECK_VERSION(1, 24, 0)
+    if (stream_) gst_cuda_stream_unref(stream_);
+#endif
+  }
+  GstCudaStreamRef(const GstCudaStreamRef&) = delete;
+  GstCudaStreamRef& operator=(const GstCudaStreamRef&) = delete;
+  // The CUstream, or nullptr.
+  void* handle() const {
+#if GST_CHECK_VERSION(1, 24, 0)
+    return stream_ ? static_cast<void*>(gst_cuda_stream_get_handle(stream_)) : nullptr;
+#else
+    return nullptr;
+#endif
+  }
+
+ private:
+  friend GstMemory* gst_cuda_memory_wrap_readonly(GstCudaContext*, const GstCudaStreamRef&,
+                                                  const GstVideoInfo&, guint64, gpointer,
+                                                  GDestroyNotify);
+#if GST_CHECK_VERSION(1, 24, 0)
+  GstCudaStream* stream_ = nullptr;
+#endif
+};
+
+// Read-only GstCudaMemory laid out as `info` around device memory at `ptr`, whose readers first
+// order their work after `stream` (GST_CUDA_MEMORY_TRANSFER_NEED_SYNC: GPU-side when they use
+// that stream, gst_cuda_memory_sync() otherwise). `notify(user_data)` runs when it is freed, with
+// `context` current. nullptr before GStreamer 1.24 (then `notify` is not called).
+inline GstMemory* gst_cuda_memory_wrap_readonly(GstCudaContext* context,
+                                                const GstCudaStreamRef& stream,
+                                                const GstVideoInfo& info, guint64 ptr,
+                                                gpointer user_data, GDestroyNotify notify) {
+#if GST_CHECK_VERSION(1, 24, 0)
+  if (stream.stream_ == nullptr) return nullptr;
+  GstMemory* mem = gst_cuda_allocator_alloc_wrapped(
+      nullptr, context, stream.stream_, &info, static_cast<CUdeviceptr>(ptr), user_data, notify);
+  if (mem == nullptr) return nullptr;
+  GST_MINI_OBJECT_FLAG_SET(mem, GST_MEMORY_FLAG_READONLY);
+  GST_MINI_OBJECT_FLAG_SET(mem, GST_CUDA_MEMORY_TRANSFER_NEED_SYNC);
+  return mem;
+#else
+  (void)context, (void)stream, (void)info, (void)ptr, (void)user_data, (void)notify;
+  return nullptr;
+#endif
+}
+
 }  // namespace cipc_gst
 #endif  // CIPC_HAVE_GST_CUDA

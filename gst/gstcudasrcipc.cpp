@@ -42,6 +42,7 @@
 #include "elementtype.h"
 #include "enums.h"
 #include "framing.h"
+#include "gstcompat.h"
 #include "slotmemory.h"
 #include "srcoutput.h"
 #include "urihandler.h"
@@ -506,9 +507,24 @@ static gboolean gst_cuda_src_ipc_set_caps(GstBaseSrc* src, GstCaps* caps) {
   request.caps_gst_cuda = cipc_gst::caps_have_gst_cuda_memory(caps);
 #endif
   request.io_mode_copy = p.active.io_mode == GST_CIPC_IO_COPY;
-  const cipc_gst::SrcOutputKind kind = cipc_gst::choose_src_output(request);
-  p.output = cipc_gst::make_src_output(kind, p.out_info, &p.cuda,
-                                       {&p.counters.downloads, &p.counters.device_copies});
+  GstCudaContext* gst_cuda_context = nullptr;
+#ifdef CIPC_HAVE_GST_CUDA
+  // Wrapping needs the slots' own context: with another one, frames are copied between the two.
+  if (request.caps_gst_cuda && p.producer_cuda && cipc_gst::gst_cuda_can_wrap_device_memory()) {
+    gst_cuda_context = our_gst_cuda_context(self);
+    request.gst_cuda_can_wrap =
+        gst_cuda_context && cipc_gst::is_primary_context(gst_cuda_context, p.cuda.device);
+  }
+#endif
+  cipc_gst::SrcOutputKind kind = cipc_gst::choose_src_output(request);
+  const cipc_gst::SrcOutputCounters counters{&p.counters.downloads, &p.counters.device_copies};
+  p.output = cipc_gst::make_src_output(kind, p.out_info, &p.cuda, counters, gst_cuda_context);
+  if (!p.output && kind == cipc_gst::SrcOutputKind::kGstCudaWrapped) {
+    GST_WARNING_OBJECT(self, "could not wrap slots as GStreamer CUDA memory: copying frames");
+    kind = cipc_gst::SrcOutputKind::kGstCuda;
+    p.output = cipc_gst::make_src_output(kind, p.out_info, &p.cuda, counters);
+  }
+  if (gst_cuda_context) gst_object_unref(gst_cuda_context);
   if (!p.output) {
     GST_ELEMENT_ERROR(
         self, CORE, NEGOTIATION,
@@ -848,6 +864,27 @@ static void gst_cuda_src_ipc_finalize(GObject* object) {
   G_OBJECT_CLASS(gst_cuda_src_ipc_parent_class)->finalize(object);
 }
 
+// io-mode's description, saying what this build does with GStreamer's CUDA memory downstream.
+static const char* io_mode_blurb() {
+#ifdef CIPC_HAVE_GST_CUDA
+  if (cipc_gst::gst_cuda_can_wrap_device_memory())
+    return "For CUDA memory output: hand downstream the producer's slot (import), or a private "
+           "device copy that releases the slot at once (copy). GStreamer CUDA memory "
+           "(memory:CUDAMemory) downstream gets the slot wrapped with import (this build: "
+           "GStreamer 1.24 or later), a copy with copy. System-memory output is always one "
+           "download into downstream's buffer";
+  return "For CUDA memory output: hand downstream the producer's slot (import), or a private "
+         "device copy that releases the slot at once (copy). GStreamer CUDA memory "
+         "(memory:CUDAMemory) downstream always gets a device copy (this build: GStreamer "
+         "before 1.24 cannot wrap the slot). System-memory output is always one download into "
+         "downstream's buffer";
+#else
+  return "For CUDA memory output: hand downstream the producer's slot (import), or a private "
+         "device copy that releases the slot at once (copy). System-memory output is always one "
+         "download into downstream's buffer";
+#endif
+}
+
 static void gst_cuda_src_ipc_class_init(GstCudaSrcIpcClass* klass) {
   auto* object_class = G_OBJECT_CLASS(klass);
   auto* element_class = GST_ELEMENT_CLASS(klass);
@@ -923,12 +960,8 @@ static void gst_cuda_src_ipc_class_init(GstCudaSrcIpcClass* klass) {
                        -1, G_MAXINT, DEFAULT_CUDA_DEVICE_ID, rw_ready));
   g_object_class_install_property(
       object_class, PROP_IO_MODE,
-      g_param_spec_enum(
-          "io-mode", "I/O mode",
-          "For CUDA memory output: hand downstream the producer's slot (import), or a "
-          "private device copy that releases the slot at once (copy). System-memory "
-          "output is always one download into downstream's buffer",
-          gst_cipc_io_mode_get_type(), DEFAULT_IO_MODE, rw_ready));
+      g_param_spec_enum("io-mode", "I/O mode", io_mode_blurb(), gst_cipc_io_mode_get_type(),
+                        DEFAULT_IO_MODE, rw_ready));
   g_object_class_install_property(
       object_class, PROP_STATS,
       g_param_spec_boxed(
@@ -939,7 +972,8 @@ static void gst_cuda_src_ipc_class_init(GstCudaSrcIpcClass* klass) {
           "slots-imported, slots-retired (imports dropped "
           "because the producer retired their slot), connects, "
           "caps-changes, latency-last-ns, downloads, device-copies (io-mode=copy, or "
-          "copies into GStreamer CUDA memory), cuda-mps (boolean: this process's CUDA "
+          "copies into GStreamer CUDA memory where it cannot wrap the slot), cuda-mps (boolean: "
+          "this process's CUDA "
           "context runs as a client of an MPS server)",
           GST_TYPE_STRUCTURE, ro));
 

@@ -9,6 +9,9 @@
 #endif
 #include "cudainterop.h"
 #include "slotmemory.h"
+#ifdef CIPC_HAVE_GST_CUDA
+#include "wrappedcudaoutput.h"
+#endif
 
 // Errors and logs go to cudasrc-ipc's own category (the element registers it).
 GST_DEBUG_CATEGORY_STATIC(cipc_src_output_debug);
@@ -18,7 +21,10 @@ namespace cipc_gst {
 
 SrcOutputKind choose_src_output(const SrcOutputRequest& r) {
   if (!r.producer_cuda) return SrcOutputKind::kShared;  // host slots go downstream as they are
-  if (r.caps_gst_cuda) return SrcOutputKind::kGstCuda;
+  // io-mode=copy asks for the slot back at once: a copy into downstream's memory gives that.
+  if (r.caps_gst_cuda)
+    return r.gst_cuda_can_wrap && !r.io_mode_copy ? SrcOutputKind::kGstCudaWrapped
+                                                  : SrcOutputKind::kGstCuda;
   if (!r.caps_cuda_ipc) return SrcOutputKind::kDownload;
   return r.io_mode_copy ? SrcOutputKind::kCopy : SrcOutputKind::kShared;
 }
@@ -29,6 +35,7 @@ const char* describe(SrcOutputKind kind) {
     case SrcOutputKind::kCopy: return "as private device copies";
     case SrcOutputKind::kDownload: return "by download into downstream buffers";
     case SrcOutputKind::kGstCuda: return "as copies into GStreamer CUDA memory";
+    case SrcOutputKind::kGstCudaWrapped: return "as GStreamer CUDA memory wrapping the slots";
   }
   return "?";
 }
@@ -166,7 +173,8 @@ class CopyIntoDownstreamOutput final : public SrcOutput {
 }  // namespace
 
 std::unique_ptr<SrcOutput> make_src_output(SrcOutputKind kind, const GstVideoInfo& out_info,
-                                           SrcCudaSide* cuda, SrcOutputCounters counters) {
+                                           SrcCudaSide* cuda, SrcOutputCounters counters,
+                                           GstCudaContext* gst_cuda_context) {
   init_category();
   switch (kind) {
     case SrcOutputKind::kShared: return std::make_unique<SharedSlotOutput>(out_info);
@@ -176,10 +184,18 @@ std::unique_ptr<SrcOutput> make_src_output(SrcOutputKind kind, const GstVideoInf
     case SrcOutputKind::kGstCuda:
       return std::make_unique<CopyIntoDownstreamOutput>(kind, out_info, cuda, counters);
 #endif
+#ifdef CIPC_HAVE_GST_CUDA
+    case SrcOutputKind::kGstCudaWrapped:
+      // Frames GstCudaMemory cannot describe are copied, as kGstCuda does.
+      return make_wrapped_gst_cuda_output(out_info, gst_cuda_context,
+                                          std::make_unique<CopyIntoDownstreamOutput>(
+                                              SrcOutputKind::kGstCuda, out_info, cuda, counters));
+#endif
     default: break;
   }
   (void)cuda;
   (void)counters;
+  (void)gst_cuda_context;
   return nullptr;
 }
 

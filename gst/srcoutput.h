@@ -2,7 +2,8 @@
 // How cudasrc-ipc hands a received frame downstream, one class per way behind one interface:
 // the producer's slot itself (zero copies), a private device copy (io-mode=copy), one download
 // into downstream's own buffer (system memory), one device-to-device copy into GStreamer CUDA
-// memory (nvcodec). choose_src_output() says which the negotiated caps ask for; the element
+// memory (nvcodec), or GStreamer CUDA memory wrapping the slot (nvcodec, GStreamer 1.24 and later:
+// wrappedcudaoutput.h). choose_src_output() says which the negotiated caps ask for; the element
 // makes that output on set_caps and calls make() for every frame.
 #pragma once
 
@@ -12,6 +13,9 @@
 
 #include <atomic>
 #include <memory>
+
+// GStreamer's CUDA context (gst/cuda/gstcudacontext.h), for builds with nvcodec interop.
+typedef struct _GstCudaContext GstCudaContext;
 
 #include "consumer.h"
 #ifdef CIPC_HAVE_CUDA
@@ -23,10 +27,11 @@
 namespace cipc_gst {
 
 enum class SrcOutputKind {
-  kShared,    // the producer's slot itself (host memory, or CUDA memory with io-mode=import)
-  kCopy,      // a private device copy (CUDA memory, io-mode=copy)
-  kDownload,  // one device-to-host copy into downstream's buffer (CUDA producer, system caps)
-  kGstCuda,   // one device-to-device copy into GStreamer CUDA memory (nvcodec downstream)
+  kShared,          // the producer's slot itself (host memory, or CUDA memory with io-mode=import)
+  kCopy,            // a private device copy (CUDA memory, io-mode=copy)
+  kDownload,        // one device-to-host copy into downstream's buffer (CUDA producer, system caps)
+  kGstCuda,         // one device-to-device copy into GStreamer CUDA memory (nvcodec downstream)
+  kGstCudaWrapped,  // GStreamer CUDA memory wrapping the producer's slot (GStreamer >= 1.24)
 };
 
 // What decides the output: the producer's memory, the negotiated caps' memory feature, io-mode.
@@ -35,6 +40,9 @@ struct SrcOutputRequest {
   bool caps_cuda_ipc = false;  // memory:CUDAIPCMemory negotiated
   bool caps_gst_cuda = false;  // memory:CUDAMemory (GStreamer's) negotiated
   bool io_mode_copy = false;   // io-mode=copy
+  // GstCudaMemory can wrap the slot: GStreamer >= 1.24, and the pipeline's CUDA context is the
+  // primary one the slots are imported in (gst_cuda_can_wrap_device_memory(), is_primary_context).
+  bool gst_cuda_can_wrap = false;
 };
 
 SrcOutputKind choose_src_output(const SrcOutputRequest& request);
@@ -70,9 +78,12 @@ class SrcOutput {
 };
 
 // The output for `kind`, producing buffers of `out_info` (the negotiated caps). `cuda` must
-// outlive it and be set up for a CUDA producer. nullptr for a CUDA output in a build without
-// CUDA (never chosen there: the producer cannot be CUDA).
+// outlive it and be set up for a CUDA producer; kGstCudaWrapped needs `gst_cuda_context` (the
+// pipeline's, our primary context's wrapper), which it references. nullptr for a CUDA output in
+// a build without CUDA (never chosen there: the producer cannot be CUDA), and for
+// kGstCudaWrapped where it cannot be made (the caller then asks for kGstCuda).
 std::unique_ptr<SrcOutput> make_src_output(SrcOutputKind kind, const GstVideoInfo& out_info,
-                                           SrcCudaSide* cuda, SrcOutputCounters counters);
+                                           SrcCudaSide* cuda, SrcOutputCounters counters,
+                                           GstCudaContext* gst_cuda_context = nullptr);
 
 }  // namespace cipc_gst

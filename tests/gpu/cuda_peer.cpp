@@ -7,7 +7,8 @@
 //                             --stamps FILE]
 //   cudaipc-cuda-peer consume --socket P [--frames N --record FILE --io-mode import|copy
 //                             --arrivals FILE --hold-ms M --timeout-s T --device D
-//                             --max-in-flight M --cpu-map 1 --transport cuda|host|shm
+//                             --max-in-flight M --cpu-map 1
+//                             --transport cuda|gst-cuda|host|shm
 //                             --width W --height H]
 //   cudaipc-cuda-peer display --socket P [--frames N --io-mode import|copy --arrivals FILE]
 //   cudaipc-cuda-peer fake-producer --socket P
@@ -44,6 +45,10 @@
 // present-ns" per frame to --arrivals: the frame's capture time (its PTS on CLOCK_MONOTONIC) and
 // when ximagesink had shown it (its chain function returned; with sync=false it draws inside it).
 //
+// --transport gst-cuda makes the consumer take GStreamer's CUDA memory (memory:CUDAMemory), as an
+// nvcodec element downstream would: it orders its work after the memory's stream (GPU-side) and
+// checksums the frame where the memory's device pointer says it is; on its first frame it prints
+// GSTCUDA readonly=0|1 (whether the memory is marked read-only, as a wrapped slot is).
 // --cpu-map 1 makes the consumer read frames with gst_buffer_map() (checksummed on the CPU), as
 // an element that knows nothing of CUDA would. --streaming-thread 1 handles each frame in the
 // pipeline's streaming thread (appsink's new-sample callback), as an element downstream of
@@ -93,6 +98,9 @@
 #include "channel.h"
 #include "cuda_api.h"
 #include "cudaipc/gstcudaipcmemory.h"
+#ifdef CIPC_HAVE_GST_CUDA
+#include "gstcompat.h"
+#endif
 #include "test_pattern.h"
 #include "thread_usage.h"
 
@@ -864,8 +872,12 @@ bool report_error(GstBus* bus, GstClockTime wait) {
 int consume(const Options& o) {
   // cuda: frames stay in CUDA memory. host: the producer is in host memory (--source host), the
   // frame is uploaded here. shm: the stock-element detour (--source detour), uploaded here too.
-  const bool cuda = o.transport == "cuda", shm = o.transport == "shm";
+  const bool gst_cuda = o.transport == "gst-cuda";
+  const bool cuda = o.transport == "cuda" || gst_cuda, shm = o.transport == "shm";
   if (!cuda && !shm && o.transport != "host") die("unknown --transport " + o.transport);
+#ifndef CIPC_HAVE_GST_CUDA
+  if (gst_cuda) die("--transport gst-cuda needs a build with GStreamer's CUDA library");
+#endif
   std::string launch;
   if (shm) {
     launch = "shmsrc name=src is-live=true socket-path=" + o.socket +
@@ -875,7 +887,9 @@ int consume(const Options& o) {
     launch = "cudasrc-ipc name=src connect-timeout=20000 io-mode=" + o.io_mode +
              " socket-path=" + o.socket + " max-in-flight=" + std::to_string(o.max_in_flight) +
              (o.device >= 0 ? " cuda-device-id=" + std::to_string(o.device) : "") +
-             (cuda ? " ! video/x-raw(memory:CUDAIPCMemory)" : " ! video/x-raw");
+             (gst_cuda ? " ! video/x-raw(memory:CUDAMemory)"
+              : cuda   ? " ! video/x-raw(memory:CUDAIPCMemory)"
+                       : " ! video/x-raw");
   }
   launch += " ! appsink name=out sync=false max-buffers=4 enable-last-sample=false";
   GError* err = nullptr;
@@ -899,6 +913,7 @@ int consume(const Options& o) {
   // took seconds, and a consumer doing it on its first frame kept that frame past release-timeout
   // and was evicted (docs/reliability.md, "Consumers still starting up").
   cipc_cuda::Stream stream;
+  cipc_cuda::Event gst_ready;  // gst-cuda: marks the end of the memory's stream's work
   std::unique_ptr<GpuChecksum> checksum;
   // A --device this machine lacks is the element's error to report (the test of it reads that),
   // so the harness's own set-up then stays on device 0.
@@ -954,6 +969,33 @@ int consume(const Options& o) {
         fprintf(st.record, "%llu %llu\n", (unsigned long long)index,
                 (unsigned long long)checksum->run(upload.ptr(), row_bytes, row_bytes, rows,
                                                   stream.handle()));
+    } else if (gst_cuda) {
+#ifdef CIPC_HAVE_GST_CUDA
+      GstMemory* mem = gst_buffer_peek_memory(b, 0);
+      if (!gst_is_cuda_memory(mem)) die("output is not GStreamer CUDA memory");
+      if (st.frames == 0)
+        printf("GSTCUDA readonly=%d\n", GST_MEMORY_FLAG_IS_SET(mem, GST_MEMORY_FLAG_READONLY));
+      const GstVideoMeta* meta = gst_buffer_get_video_meta(b);
+      GstMapInfo map;
+      if (!meta || !gst_memory_map(mem, &map, GstMapFlags(GST_MAP_READ | GST_MAP_CUDA)))
+        die("could not map GStreamer CUDA memory on the GPU");
+      // As an nvcodec element on a stream of its own: order after the memory's stream on the GPU.
+      if (void* pending = cipc_gst::gst_cuda_memory_pending_stream(mem)) {
+        if (!gst_ready.valid())
+          check(cipc_cuda::Event::create_local(stream_device, &gst_ready), "event");
+        check(gst_ready.record(pending), "record after the memory's stream");
+        check(gst_ready.wait(stream.handle()), "wait for the memory's stream");
+      }
+      if (!o.arrivals.empty()) gpu_ready.stamp_after(stream.handle(), GST_BUFFER_OFFSET(b));
+      const uint64_t ptr = reinterpret_cast<uint64_t>(map.data) + meta->offset[0];
+      if (st.record)
+        fprintf(st.record, "%llu %llu\n", (unsigned long long)GST_BUFFER_OFFSET(b),
+                (unsigned long long)checksum->run(ptr, meta->stride[0], row_bytes, rows,
+                                                  stream.handle()));
+      else
+        check(stream.synchronize(), "read");  // done reading before the memory goes
+      gst_memory_unmap(mem, &map);
+#endif
     } else {
       GstMemory* mem = gst_buffer_peek_memory(b, 0);
       const GstCudaIpcMemoryInfo* info = gst_cuda_ipc_memory_get_info(mem);

@@ -147,7 +147,8 @@ class GpuTwoProcess : public PeerFixture {
   std::pair<std::string, std::string> run_bit_exact(int width, int height, size_t frames,
                                                     const std::vector<std::string>& producer_extra,
                                                     const std::vector<std::string>& consumer_extra,
-                                                    uint64_t producer_copies = 0) {
+                                                    uint64_t producer_copies = 0,
+                                                    std::string* consumer_transcript = nullptr) {
     const std::string sock = path("bitexact.sock");
     const std::string n = std::to_string(frames);
     std::vector<std::string> pargs{"--socket", sock,
@@ -183,6 +184,7 @@ class GpuTwoProcess : public PeerFixture {
 
     expect_bit_exact(read_records(path("produced.txt")), read_records(path("received.txt")), frames,
                      width, height);
+    if (consumer_transcript) *consumer_transcript = cons.transcript();
     return {pstats, cstats};
   }
 
@@ -262,6 +264,67 @@ TEST_F(GpuTwoProcess, CudauploadFramesAreCopiedOnceOnTheGpuBitExact) {
   const auto stats = run_bit_exact(1920, 1080, 300, {"--source", "cudaupload"}, {}, 300);
   EXPECT_EQ(stat_of(stats.first, "device-copies"), 300u) << stats.first;
   EXPECT_EQ(stat_of(stats.first, "pageable-uploads"), 0u) << stats.first;
+}
+
+// Issue 29: GStreamer's CUDA memory downstream (memory:CUDAMemory, as nvcodec elements take it).
+// From GStreamer 1.24 the consumer hands on the producer's slot itself, wrapped as read-only
+// GstCudaMemory: no device copy of ours, every frame bit-exact, and each wrapped frame's claim
+// goes back once the memory is freed (600 unpaced frames through the producer's 8 slots). Before
+// 1.24 GstCudaMemory cannot wrap foreign memory: one device copy per frame.
+TEST_F(GpuTwoProcess, GstCudaMemoryDownstreamGetsTheSlotWrappedFromGstreamer124) {
+#if !CIPC_TEST_GST_CUDA
+  GTEST_SKIP() << "built without GStreamer's CUDA library: no memory:CUDAMemory output";
+#endif
+  const bool wraps = CIPC_TEST_GST_CUDA_WRAPS;
+  std::string transcript;
+  const auto stats =
+      run_bit_exact(1920, 1080, 600, {}, {"--transport", "gst-cuda"}, 0, &transcript);
+  EXPECT_EQ(stat_of(stats.second, "device-copies"), wraps ? 0u : 600u) << stats.second;
+  EXPECT_TRUE(contains(transcript, wraps ? "GSTCUDA readonly=1" : "GSTCUDA readonly=0"))
+      << (wraps ? "a wrapped slot must be read-only: " : "a pool buffer is writable: ")
+      << transcript.substr(0, 2000);
+}
+
+// Issue 29: consumers SIGKILLed while they hold frames as GstCudaMemory (wrapped slots from 1.24):
+// the producer reclaims every claim and keeps streaming, GPU memory in use is flat from cycle 5
+// to cycle 50 (the producer stays up throughout), and a last consumer gets exact frames.
+TEST_F(GpuTwoProcess, ConsumersKilledHoldingGstCudaMemoryLeakNothing) {
+#if !CIPC_TEST_GST_CUDA
+  GTEST_SKIP() << "built without GStreamer's CUDA library: no memory:CUDAMemory output";
+#endif
+  const std::string sock = path("gstcuda-kill.sock");
+  Process& prod = producer("producer", {"--socket", sock, "--frames", "0", "--fps", "120"});
+  constexpr int kCycles = 50;
+  std::optional<uint64_t> used_at_5, used_at_50;
+  for (int cycle = 1; cycle <= kCycles && !HasFailure(); ++cycle) {
+    SCOPED_TRACE("cycle " + std::to_string(cycle));
+    Process& held = consumer("held-" + std::to_string(cycle),
+                             {"--socket", sock, "--frames", "0", "--transport", "gst-cuda",
+                              "--hold-ms", "20", "--timeout-s", "60"});
+    ASSERT_TRUE(held.wait_frames(5, kEventTimeout)) << held.transcript();
+    held.signal(SIGKILL);
+    EXPECT_EQ(held.wait_exit(kExitTimeout), std::optional<int>(128 + SIGKILL));
+    if (cycle == 5 || cycle == kCycles)
+      (cycle == 5 ? used_at_5 : used_at_50) = cipc_test::gpu_memory_used_mib();
+  }
+  Process& last = consumer("last", {"--socket", sock, "--frames", "60", "--transport", "gst-cuda",
+                                    "--record", path("last.txt"), "--timeout-s", "60"});
+  EXPECT_EQ(last.wait_exit(seconds(90)), std::optional<int>(0)) << last.transcript();
+  const auto records = read_records(path("last.txt"));
+  EXPECT_EQ(records.size(), 60u);
+  expect_frames_match_reference(records, 1920, 1080, "last consumer");
+  std::this_thread::sleep_for(milliseconds(500));
+  const std::string pstats = stop_producer(prod);
+  EXPECT_EQ(stat_of(pstats, "claims-outstanding"), 0u) << pstats;
+  EXPECT_GE(stat_of(pstats, "consumers-total").value_or(0), uint64_t(kCycles + 1)) << pstats;
+  if (!used_at_5 || !used_at_50) {
+    std::cout << "[   NOTE   ] nvidia-smi is not available: GPU memory growth was not checked\n";
+    return;
+  }
+  std::cout << "[   NOTE   ] GPU memory used: " << *used_at_5 << " MiB after cycle 5, "
+            << *used_at_50 << " MiB after cycle " << kCycles << "\n";
+  EXPECT_LT(*used_at_50, *used_at_5 + 64)
+      << "GPU memory grew by " << (*used_at_50 - *used_at_5) << " MiB";
 }
 
 // Issue 27: one producer, many consumers in CUDA memory. The writer bounds the pool it takes

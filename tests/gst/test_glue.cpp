@@ -4,6 +4,7 @@
 #include <gst/gst.h>
 #include <gst/video/video.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <atomic>
@@ -20,8 +21,30 @@
 #include "slotpool.h"
 #include "srcoutput.h"
 #include "waker.h"
+#ifdef CIPC_HAVE_GST_CUDA
+#include "wrappedcudaoutput.h"
+#endif
 
 namespace {
+
+// A buffer of `size` bytes that nothing touches until written: anonymous mapped memory, so that
+// an 8K frame of every format costs no page and no memset (glibc's MALLOC_PERTURB_, which meson
+// test sets, fills every g_malloc'ed byte and made this suite take over a minute).
+struct Mapping {
+  void* data;
+  size_t size;
+};
+GstBuffer* untouched_buffer(gsize size) {
+  if (size == 0) return gst_buffer_new();  // formats without a size of their own (DMA_DRM)
+  void* data = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (data == MAP_FAILED) return nullptr;
+  return gst_buffer_new_wrapped_full(GstMemoryFlags(0), data, size, 0, size,
+                                     new Mapping{data, size}, [](gpointer m) {
+                                       auto* mapping = static_cast<Mapping*>(m);
+                                       munmap(mapping->data, mapping->size);
+                                       delete mapping;
+                                     });
+}
 
 class Glue : public ::testing::Test {
  protected:
@@ -125,7 +148,8 @@ TEST_F(Glue, EveryFormatAtEverySizeDescribesValidatesAndRoundTrips) {
       const guint n = GST_VIDEO_INFO_N_PLANES(&info);
       const bool tiled = GST_VIDEO_FORMAT_INFO_IS_TILED(finfo);
       // Big frames: lazily mapped host memory, never touched above 1080p.
-      GstBuffer* plain = gst_buffer_new_allocate(nullptr, GST_VIDEO_INFO_SIZE(&info), nullptr);
+      GstBuffer* plain = untouched_buffer(GST_VIDEO_INFO_SIZE(&info));
+      ASSERT_NE(plain, nullptr) << name;
       cipc::Frame frame;
       cipc_gst::describe_planes(plain, info, frame);
       GstVideoInfo layout;
@@ -144,7 +168,8 @@ TEST_F(Glue, EveryFormatAtEverySizeDescribesValidatesAndRoundTrips) {
         total += gsize(strides[p]) * cipc_gst::plane_rows(info, p) + 64;
       }
       const bool small = uint64_t(sz.w) * sz.h <= 1920 * 1080;
-      GstBuffer* padded = gst_buffer_new_allocate(nullptr, total, nullptr);
+      GstBuffer* padded = untouched_buffer(total);
+      ASSERT_NE(padded, nullptr) << name;
       gst_buffer_add_video_meta_full(padded, GST_VIDEO_FRAME_FLAG_NONE, format, sz.w, sz.h, n,
                                      offsets, strides);
       cipc::Frame pf;
@@ -323,6 +348,7 @@ TEST_F(Glue, SourceOutputFollowsProducerMemoryCapsAndIoMode) {
   struct Row {
     bool producer_cuda, caps_cuda_ipc, caps_gst_cuda, io_copy;
     SrcOutputKind expected;
+    bool can_wrap = false;  // GStreamer >= 1.24 and the slots' own context
   };
   const Row rows[] = {
       // A host producer's slots go downstream as they are, whatever the caps or io-mode.
@@ -332,9 +358,15 @@ TEST_F(Glue, SourceOutputFollowsProducerMemoryCapsAndIoMode) {
       // A CUDA producer: our memory (the slot, or io-mode=copy's private copy) ...
       {true, true, false, false, SrcOutputKind::kShared},
       {true, true, false, true, SrcOutputKind::kCopy},
-      // ... GStreamer's CUDA memory (one device copy, io-mode does not apply) ...
+      // ... GStreamer's CUDA memory: one device copy where GstCudaMemory cannot wrap the slot
+      // (before 1.24, or another context), else the slot wrapped unless io-mode=copy asks for
+      // the slot back at once ...
       {true, false, true, false, SrcOutputKind::kGstCuda},
       {true, false, true, true, SrcOutputKind::kGstCuda},
+      {true, false, true, false, SrcOutputKind::kGstCudaWrapped, true},
+      {true, false, true, true, SrcOutputKind::kGstCuda, true},
+      // (a host producer's slots are never wrapped)
+      {false, false, true, false, SrcOutputKind::kShared, true},
       // ... or system memory (one download).
       {true, false, false, false, SrcOutputKind::kDownload},
       {true, false, false, true, SrcOutputKind::kDownload},
@@ -345,11 +377,12 @@ TEST_F(Glue, SourceOutputFollowsProducerMemoryCapsAndIoMode) {
     request.caps_cuda_ipc = r.caps_cuda_ipc;
     request.caps_gst_cuda = r.caps_gst_cuda;
     request.io_mode_copy = r.io_copy;
+    request.gst_cuda_can_wrap = r.can_wrap;
     const SrcOutputKind kind = cipc_gst::choose_src_output(request);
     EXPECT_EQ(kind, r.expected) << "producer_cuda " << r.producer_cuda << " cuda-ipc caps "
                                 << r.caps_cuda_ipc << " gst-cuda caps " << r.caps_gst_cuda
-                                << " io-mode=copy " << r.io_copy << ": "
-                                << cipc_gst::describe(kind);
+                                << " io-mode=copy " << r.io_copy << " can wrap " << r.can_wrap
+                                << ": " << cipc_gst::describe(kind);
   }
   // Every build makes the shared output; the CUDA ones only a CUDA build (their frames, and
   // the shared output's, are checked end to end: tests/e2e, tests/gpu).
@@ -364,7 +397,40 @@ TEST_F(Glue, SourceOutputFollowsProducerMemoryCapsAndIoMode) {
   EXPECT_FALSE(cipc_gst::make_src_output(SrcOutputKind::kDownload, vinfo, &cuda,
                                          {&downloads, &device_copies}));
 #endif
+  // The wrapped output needs a GStreamer CUDA context: without one it is not made (the element
+  // then copies).
+  EXPECT_FALSE(cipc_gst::make_src_output(SrcOutputKind::kGstCudaWrapped, vinfo, &cuda,
+                                         {&downloads, &device_copies}, nullptr));
 }
+
+#ifdef CIPC_HAVE_GST_CUDA
+// Issue 29: GstCudaMemory describes memory as one pitch (its first plane's stride) over
+// size / pitch rows. A layout it cannot describe is copied instead of wrapped.
+TEST_F(Glue, WrappedGstCudaMemoryTakesOnlyLayoutsWithOnePitch) {
+  GstVideoInfo nv12 = info("video/x-raw,format=NV12,width=64,height=48");
+  nv12.stride[0] = nv12.stride[1] = 128;  // a slot's pitch, wider than the rows
+  nv12.offset[1] = 128 * 48;
+  nv12.size = 128 * 72;
+  EXPECT_TRUE(cipc_gst::gst_cuda_memory_can_describe(nv12));
+  GstVideoInfo uneven = nv12;
+  uneven.stride[1] = 64;  // the chroma plane packed tighter than the luma plane
+  EXPECT_FALSE(cipc_gst::gst_cuda_memory_can_describe(uneven));
+  GstVideoInfo narrow = info("video/x-raw,format=BGRA,width=64,height=48");
+  EXPECT_TRUE(cipc_gst::gst_cuda_memory_can_describe(narrow));
+  narrow.stride[0] = 128;  // a pitch shorter than a row of 64 BGRA pixels (256 bytes)
+  EXPECT_FALSE(cipc_gst::gst_cuda_memory_can_describe(narrow));
+  // I420's chroma stride is half the luma's: one contiguous block when rows have no padding...
+  GstVideoInfo i420 = info("video/x-raw,format=I420,width=64,height=48");
+  EXPECT_TRUE(cipc_gst::gst_cuda_memory_can_describe(i420));
+  // ...but not with a padded pitch: CPU mappings would miss chroma rows.
+  i420.stride[0] = 128;
+  i420.stride[1] = i420.stride[2] = 64;
+  i420.offset[1] = 128 * 48;
+  i420.offset[2] = i420.offset[1] + 64 * 24;
+  i420.size = i420.offset[2] + 64 * 24;
+  EXPECT_FALSE(cipc_gst::gst_cuda_memory_can_describe(i420));
+}
+#endif
 
 // Issue 17, defect 7: frames captured before the consumer's pipeline started all came out with
 // PTS 0. A non-live producer's frames now keep their spacing (one shift for the connection); a
