@@ -12,6 +12,11 @@
 // waits for it on its own stream (then records and polls a release event of its own); each prints
 // its threads' figures.
 //
+// The bystander rows ask whether a process's driver threads wake for work it never submitted:
+// this process holds a context and does nothing while a child process (re-executed, its own
+// context) submits a memset and polls an event per iteration. A cuda-EvtHandlr wake-up here is
+// triggered by the other context's work on the GPU, not by any call this process makes.
+//
 //   bench-events [--iterations N] [--hz H] [--device D]
 #include <cuda_runtime_api.h>
 #include <spawn.h>
@@ -19,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -26,6 +32,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "paced_clock.h"
 #include "thread_usage.h"
@@ -93,11 +100,71 @@ int waiter(int device, int iterations, int hz, int in_fd) {
   return 0;
 }
 
+// The child of the bystander rows: writes a byte to `ready_fd` once its context is up, then per
+// period submits a memset and polls a plain event (no interrupt asked for), `periods` times.
+int busy(int device, int periods, int hz, int ready_fd) {
+  check(cudaSetDevice(device), "busy: cudaSetDevice");
+  cudaStream_t stream;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "busy: stream");
+  void* scratch = nullptr;
+  check(cudaMalloc(&scratch, 256), "busy: cudaMalloc");
+  cudaEvent_t done;
+  check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "busy: event");
+  check(cudaDeviceSynchronize(), "busy: sync");
+  const char ready = 1;
+  if (write(ready_fd, &ready, 1) != 1) return 1;
+  close(ready_fd);
+  const uint64_t period = 1000000000ull / uint64_t(hz), t0 = monotonic_ns();
+  for (int i = 0; i < periods; ++i) {
+    sleep_until_ns(t0 + uint64_t(i) * period);
+    check(cudaMemsetAsync(scratch, 0, 256, stream), "busy: memset");
+    check(cudaEventRecord(done, stream), "busy: record");
+    while (cudaEventQuery(done) == cudaErrorNotReady) {
+    }
+  }
+  return 0;
+}
+
+// This program again, as `self role device count hz fd` (a child of the two-process rows).
+pid_t spawn_self(const char* self, const char* role, int device, int count, int hz, int fd) {
+  std::vector<std::string> words{self,
+                                 role,
+                                 std::to_string(device),
+                                 std::to_string(count),
+                                 std::to_string(hz),
+                                 std::to_string(fd)};
+  std::vector<char*> args;
+  for (std::string& w : words) args.push_back(w.data());
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, args.data(), environ) != 0) return -1;
+  return pid;
+}
+
+// Starts `children` busy processes and returns once each has its context up.
+std::vector<pid_t> start_busy(const char* self, int children, int device, int periods, int hz) {
+  std::vector<pid_t> pids;
+  for (int c = 0; c < children; ++c) {
+    int fds[2];
+    if (pipe(fds) != 0) std::exit(1);
+    const pid_t pid = spawn_self(self, "--busy", device, periods, hz, fds[1]);
+    if (pid <= 0) std::exit(1);
+    close(fds[1]);
+    char byte = 0;
+    if (read(fds[0], &byte, 1) != 1) std::exit(1);  // the child failed: it said why
+    close(fds[0]);
+    pids.push_back(pid);
+  }
+  return pids;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc == 6 && !std::strcmp(argv[1], "--child"))
     return waiter(std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4]), std::atoi(argv[5]));
+  if (argc == 6 && !std::strcmp(argv[1], "--busy"))
+    return busy(std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4]), std::atoi(argv[5]));
   int iterations = 120, hz = 60, device = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--iterations")) iterations = std::atoi(argv[i + 1]);
@@ -159,20 +226,22 @@ int main(int argc, char** argv) {
     check(cudaEventSynchronize(ipc), "synchronize");
   });
 
+  // Bystander: this process idles while 0, 1 and 4 other processes work on the GPU.
+  for (int children : {0, 1, 4}) {
+    const int periods = iterations + iterations / 2 + 2 * hz;  // outlasts the measurement
+    auto pids = start_busy(argv[0], children, device, periods, hz);
+    const std::string label = "idle bystander, " + std::to_string(children) + " busy process(es)";
+    measure(label.c_str(), iterations, hz, [] {});
+    for (pid_t pid : pids) kill(pid, SIGTERM);
+    for (pid_t pid : pids) waitpid(pid, nullptr, 0);
+  }
+
   // Two processes: the child waits on our interprocess event, paced by a byte per iteration.
   int pipe_fds[2];
   if (pipe(pipe_fds) != 0) return 1;
-  const std::string dev = std::to_string(device), its = std::to_string(iterations),
-                    rate = "1000000", fd = std::to_string(pipe_fds[0]);  // paced by the pipe
-  char* child_argv[] = {argv[0],
-                        const_cast<char*>("--child"),
-                        const_cast<char*>(dev.c_str()),
-                        const_cast<char*>(its.c_str()),
-                        const_cast<char*>(rate.c_str()),
-                        const_cast<char*>(fd.c_str()),
-                        nullptr};
-  pid_t child = 0;
-  if (posix_spawn(&child, "/proc/self/exe", nullptr, nullptr, child_argv, environ) != 0) return 1;
+  // Paced by the pipe, not by its own clock.
+  const pid_t child = spawn_self(argv[0], "--child", device, iterations, 1000000, pipe_fds[0]);
+  if (child <= 0) return 1;
   close(pipe_fds[0]);
   cudaIpcEventHandle_t handle;
   check(cudaIpcGetEventHandle(&handle, ipc), "cudaIpcGetEventHandle");
