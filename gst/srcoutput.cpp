@@ -19,6 +19,13 @@ GST_DEBUG_CATEGORY_STATIC(cipc_src_output_debug);
 
 namespace cipc_gst {
 
+void add_layout_meta(GstBuffer* buffer, const GstVideoInfo& out_info, GstVideoInfo layout) {
+  gst_buffer_add_video_meta_full(buffer, GST_VIDEO_FRAME_FLAG_NONE,
+                                 GST_VIDEO_INFO_FORMAT(&out_info), GST_VIDEO_INFO_WIDTH(&layout),
+                                 GST_VIDEO_INFO_HEIGHT(&layout), GST_VIDEO_INFO_N_PLANES(&layout),
+                                 layout.offset, layout.stride);
+}
+
 SrcOutputKind choose_src_output(const SrcOutputRequest& r) {
   if (!r.producer_cuda) return SrcOutputKind::kShared;  // host slots go downstream as they are
   // io-mode=copy asks for the slot back at once: a copy into downstream's memory gives that.
@@ -49,13 +56,6 @@ void init_category() {
     if (!cipc_src_output_debug)
       GST_DEBUG_CATEGORY_INIT(cipc_src_output_debug, "cudaipc-src", 0, "cudasrc-ipc element");
   });
-}
-
-void add_layout_meta(GstBuffer* buffer, const GstVideoInfo& out_info, GstVideoInfo layout) {
-  gst_buffer_add_video_meta_full(buffer, GST_VIDEO_FRAME_FLAG_NONE,
-                                 GST_VIDEO_INFO_FORMAT(&out_info), GST_VIDEO_INFO_WIDTH(&layout),
-                                 GST_VIDEO_INFO_HEIGHT(&layout), GST_VIDEO_INFO_N_PLANES(&layout),
-                                 layout.offset, layout.stride);
 }
 
 // The producer's slot itself: the buffer's memory keeps the frame's claim until downstream

@@ -46,6 +46,10 @@ struct SrcOutputRequest {
 };
 
 SrcOutputKind choose_src_output(const SrcOutputRequest& request);
+
+// The GstVideoMeta every output puts on its buffer: the negotiated format, the planes where
+// `layout` (the frame's, as validated) has them.
+void add_layout_meta(GstBuffer* buffer, const GstVideoInfo& out_info, GstVideoInfo layout);
 const char* describe(SrcOutputKind kind);  // for the log: "in the producer's slots", ...
 
 // The GPU side of a CUDA producer: its device, a stream, and io-mode=copy's copies. The element

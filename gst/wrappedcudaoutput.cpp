@@ -101,9 +101,7 @@ class WrappedGstCudaOutput final : public SrcOutput {
     }
     *out = gst_buffer_new();
     gst_buffer_append_memory(*out, mem);
-    gst_buffer_add_video_meta_full(*out, GST_VIDEO_FRAME_FLAG_NONE, GST_VIDEO_INFO_FORMAT(&info),
-                                   GST_VIDEO_INFO_WIDTH(&info), GST_VIDEO_INFO_HEIGHT(&info),
-                                   GST_VIDEO_INFO_N_PLANES(&info), info.offset, info.stride);
+    add_layout_meta(*out, out_info_, layout);
     return GST_FLOW_OK;
   }
 
