@@ -109,5 +109,57 @@ inline GstMemory* gst_cuda_memory_wrap_readonly(GstCudaContext* context,
 #endif
 }
 
+// Whether GstCudaMemory can be exportable: VMM allocations (GST_CUDA_MEMORY_ALLOC_MMAP) whose
+// handle gst_cuda_memory_export() hands out as a POSIX file descriptor came with GStreamer 1.24.
+// Before that cudasink-ipc copies GstCudaMemory into its own slots.
+constexpr bool gst_cuda_can_export_memory() {
+#if GST_CHECK_VERSION(1, 24, 0)
+  return true;
+#else
+  return false;
+#endif
+}
+
+// Whether `context` can allocate exportable memory (its "virtual-memory" and "os-handle"
+// properties, GStreamer 1.24); false before 1.24.
+inline bool gst_cuda_context_can_export(GstCudaContext* context) {
+#if GST_CHECK_VERSION(1, 24, 0)
+  gboolean virtual_memory = FALSE, os_handle = FALSE;
+  g_object_get(context, "virtual-memory", &virtual_memory, "os-handle", &os_handle, nullptr);
+  return virtual_memory && os_handle;
+#else
+  (void)context;
+  return false;
+#endif
+}
+
+// Asks a GstCudaBufferPool configuration for exportable memory (GST_CUDA_MEMORY_ALLOC_MMAP,
+// GStreamer 1.24); false before 1.24.
+inline bool gst_cuda_pool_config_request_exportable(GstStructure* config) {
+#if GST_CHECK_VERSION(1, 24, 0)
+  gst_buffer_pool_config_set_cuda_alloc_method(config, GST_CUDA_MEMORY_ALLOC_MMAP);
+  return true;
+#else
+  (void)config;
+  return false;
+#endif
+}
+
+// The POSIX file descriptor of exportable GstCudaMemory `mem` (owned by the memory: dup it to
+// keep it), or -1 when `mem` is not GstCudaMemory allocated exportable (another allocation
+// method, a decoder's own surface), or before GStreamer 1.24.
+inline int gst_cuda_memory_export_fd(GstMemory* mem) {
+#if GST_CHECK_VERSION(1, 24, 0)
+  if (mem == nullptr || !gst_is_cuda_memory(mem)) return -1;
+  auto* cmem = GST_CUDA_MEMORY_CAST(mem);
+  if (gst_cuda_memory_get_alloc_method(cmem) != GST_CUDA_MEMORY_ALLOC_MMAP) return -1;
+  int fd = -1;
+  return gst_cuda_memory_export(cmem, &fd) ? fd : -1;
+#else
+  (void)mem;
+  return -1;
+#endif
+}
+
 }  // namespace cipc_gst
 #endif  // CIPC_HAVE_GST_CUDA

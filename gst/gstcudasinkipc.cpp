@@ -41,6 +41,10 @@
 #include "cudainterop.h"
 #include "elementtype.h"
 #include "enums.h"
+#ifdef CIPC_HAVE_GST_CUDA
+#include "exportedcudainput.h"
+#include "gstcompat.h"
+#endif
 #include "framing.h"
 #include "host_memory.h"
 #include "producer.h"
@@ -181,6 +185,11 @@ struct ProducerLink {
     std::lock_guard<std::mutex> guard(lock);
     return writer_flushing;
   }
+  // Memory an upstream pool owned and sent as a slot is being freed (issue 29).
+  void retire_slot(uint64_t generation, uint32_t index) {
+    std::lock_guard<std::mutex> guard(lock);
+    if (producer) producer->retire_slot(generation, index);
+  }
 
  private:
   bool writer_flushing = false;
@@ -204,6 +213,10 @@ struct SinkPrivate {
   std::unique_ptr<cipc::Producer> producer;
   std::shared_ptr<ProducerLink> producer_link = std::make_shared<ProducerLink>();
   std::unique_ptr<cipc_gst::SlotPoolGenerations> pools;
+#ifdef CIPC_HAVE_GST_CUDA
+  // GstCudaMemory from the exportable pool proposed upstream, sent without a copy (>= 1.24).
+  std::unique_ptr<cipc_gst::ExportedCudaInput> exported;
+#endif
   cipc_gst::ClockOffset clock_offset;
   bool warned_copy = false;
   bool cuda_memory = false;  // memory=cuda
@@ -213,6 +226,7 @@ struct SinkPrivate {
   std::atomic<guint64> copies{0};
   std::atomic<guint64> device_copies{0};     // of them: GstCudaMemory copied on the GPU
   std::atomic<guint64> pageable_uploads{0};  // of them: uploads from pageable memory (staged)
+  std::atomic<guint64> gst_cuda_shared{0};   // GstCudaMemory frames sent without a copy
   std::atomic<guint64> pool_generation{0};   // mirrors pools->generation() for the stats
   std::atomic<bool> cuda_mps{false};         // memory=cuda and our context is an MPS client
   std::atomic<guint64> pool_rollovers{0};
@@ -226,6 +240,9 @@ struct SinkPrivate {
       gone = std::move(producer);
     }
     gone.reset();  // says BYE, returns every held buffer, removes the socket file
+#ifdef CIPC_HAVE_GST_CUDA
+    exported.reset();  // after the holds: memory kept from upstream's pool goes back
+#endif
     pools.reset();
     copier.reset();
     backend.reset();
@@ -279,15 +296,16 @@ static GstStructure* make_stats(GstCudaSinkIpc* self) {
       "frames-sent", G_TYPE_UINT64, ps.frames_sent, "frames-dropped", G_TYPE_UINT64,
       ps.frames_dropped, "copies", G_TYPE_UINT64, p.copies.load(), "device-copies", G_TYPE_UINT64,
       p.device_copies.load(), "pageable-uploads", G_TYPE_UINT64, p.pageable_uploads.load(),
-      "consumers", G_TYPE_UINT64, ps.consumers, "consumers-total", G_TYPE_UINT64,
-      ps.consumers_total, "consumers-timed-out", G_TYPE_UINT64, ps.consumers_timed_out,
-      "consumers-rejected", G_TYPE_UINT64, ps.consumers_rejected, "releases", G_TYPE_UINT64,
-      ps.releases, "claims-outstanding", G_TYPE_UINT64, ps.claims_outstanding, "slots-exported",
-      G_TYPE_UINT64, ps.slots_exported, "backpressure-waits", G_TYPE_UINT64, ps.backpressure_waits,
-      "slots-retired", G_TYPE_UINT64, ps.slots_retired, "retire-notices", G_TYPE_UINT64,
-      ps.retire_notices, "pool-generation", G_TYPE_UINT64, p.pool_generation.load(),
-      "pool-rollovers", G_TYPE_UINT64, p.pool_rollovers.load(), "cuda-mps", G_TYPE_BOOLEAN,
-      static_cast<gboolean>(p.cuda_mps.load()), nullptr);
+      "gst-cuda-frames-shared", G_TYPE_UINT64, p.gst_cuda_shared.load(), "consumers", G_TYPE_UINT64,
+      ps.consumers, "consumers-total", G_TYPE_UINT64, ps.consumers_total, "consumers-timed-out",
+      G_TYPE_UINT64, ps.consumers_timed_out, "consumers-rejected", G_TYPE_UINT64,
+      ps.consumers_rejected, "releases", G_TYPE_UINT64, ps.releases, "claims-outstanding",
+      G_TYPE_UINT64, ps.claims_outstanding, "slots-exported", G_TYPE_UINT64, ps.slots_exported,
+      "backpressure-waits", G_TYPE_UINT64, ps.backpressure_waits, "slots-retired", G_TYPE_UINT64,
+      ps.slots_retired, "retire-notices", G_TYPE_UINT64, ps.retire_notices, "pool-generation",
+      G_TYPE_UINT64, p.pool_generation.load(), "pool-rollovers", G_TYPE_UINT64,
+      p.pool_rollovers.load(), "cuda-mps", G_TYPE_BOOLEAN, static_cast<gboolean>(p.cuda_mps.load()),
+      nullptr);
 }
 
 static void gst_cuda_sink_ipc_set_property(GObject* object, guint prop_id, const GValue* value,
@@ -467,10 +485,24 @@ static gboolean gst_cuda_sink_ipc_start(GstBaseSink* sink) {
           [link = p.producer_link] { link->read_releases_now(); },
           [link = p.producer_link](bool flushing) { link->set_writer_flushing(flushing); },
           [link = p.producer_link](guint max_slots) { link->set_pool_limit(max_slots); }});
+#ifdef CIPC_HAVE_GST_CUDA
+  if (p.cuda_memory) {
+    std::string why;
+    p.exported = cipc_gst::ExportedCudaInput::create(
+        device, config.sync_mode,
+        [link = p.producer_link](uint64_t generation, uint32_t index) {
+          link->retire_slot(generation, index);
+        },
+        [link = p.producer_link](guint max_buffers) { link->set_pool_limit(max_buffers); }, &why);
+    if (!p.exported)
+      GST_INFO_OBJECT(self, "GStreamer CUDA memory will be copied into slots: %s", why.c_str());
+  }
+#endif
   p.frames_rendered = 0;
   p.copies = 0;
   p.device_copies = 0;
   p.pageable_uploads = 0;
+  p.gst_cuda_shared = 0;
   p.pool_generation = 0;
   p.pool_rollovers = 0;
   p.warned_copy = false;
@@ -573,6 +605,37 @@ static gboolean gst_cuda_sink_ipc_set_caps(GstBaseSink* sink, GstCaps* caps) {
   return ensure_pool(self, caps);
 }
 
+#ifdef CIPC_HAVE_GST_CUDA
+static int context_device(GstCudaSinkIpc* self);
+
+// A GstCudaBufferPool of exportable memory on the pipeline's CUDA context, when that context is
+// the one our slots live in and GStreamer can export its memory (>= 1.24).
+static void propose_exportable_cuda_pool(GstCudaSinkIpc* self, GstQuery* query, GstCaps* caps) {
+  SinkPrivate& p = *self->priv;
+  if (!p.exported) return;
+  GstCudaContext* context = p.cuda_context.held();
+  std::string why;
+  GstBufferPool* pool = nullptr;
+  guint size = 0;
+  if (context == nullptr) {
+    why = "no CUDA context is shared with the pipeline";
+  } else if (!cipc_gst::is_primary_context(context, context_device(self))) {
+    why = "the pipeline's CUDA context is not the device's primary context";
+  } else {
+    pool = cipc_gst::make_exportable_cuda_pool(context, caps, p.pools->pool_size(), &size, &why);
+  }
+  gst_clear_object(&context);
+  if (pool == nullptr) {
+    GST_INFO_OBJECT(self, "proposing no exportable CUDA pool (frames will be copied): %s",
+                    why.c_str());
+    return;
+  }
+  gst_query_add_allocation_pool(query, pool, size, p.pools->pool_size(), 0);
+  gst_object_unref(pool);
+  GST_DEBUG_OBJECT(self, "proposed an exportable GStreamer CUDA pool upstream");
+}
+#endif
+
 static gboolean gst_cuda_sink_ipc_propose_allocation(GstBaseSink* sink, GstQuery* query) {
   auto* self = GST_CUDA_SINK_IPC(sink);
   SinkPrivate& p = *self->priv;
@@ -582,8 +645,13 @@ static gboolean gst_cuda_sink_ipc_propose_allocation(GstBaseSink* sink, GstQuery
   if (caps == nullptr || !p.pools || !ensure_pool(self, caps)) return FALSE;
   gst_query_add_allocation_meta(query, GST_VIDEO_META_API_TYPE, nullptr);
 #ifdef CIPC_HAVE_GST_CUDA
-  // nvcodec elements allocate GstCudaMemory from pools of their own; it is copied in render().
-  if (cipc_gst::caps_have_gst_cuda_memory(caps)) return TRUE;
+  // nvcodec elements write GstCudaMemory: into an exportable pool of GStreamer's, proposed here
+  // where GStreamer has one (>= 1.24), whose frames cross by reference; what they allocate
+  // elsewhere is copied in render().
+  if (cipc_gst::caps_have_gst_cuda_memory(caps)) {
+    propose_exportable_cuda_pool(self, query, caps);
+    return TRUE;
+  }
 #endif
   // CUDA slots are only offered to upstream that writes CUDA memory: a CPU writer would go
   // through a staging copy on every map. A CPU writer gets pinned host memory instead, so that
@@ -739,13 +807,18 @@ static GstBuffer* frame_in_slot(GstCudaSinkIpc* self, GstBuffer* buffer,
     if (cipc_gst::buffer_is_gst_cuda_memory(buffer)) {
       GST_ELEMENT_ERROR(
           self, STREAM, FAILED,
-          ("Upstream element %s delivers GStreamer CUDA memory (memory:CUDAMemory) from a pool "
-           "of "
-           "its own, which other processes cannot import; copy-policy=require-zero-copy forbids "
-           "the one device-to-device copy per frame that sharing it takes.",
-           name),
-          ("Set copy-policy=copy-if-needed (the copy stays on the GPU), or put an element that "
-           "writes into cudasink-ipc's pool (memory:CUDAIPCMemory) upstream."));
+          ("Upstream element %s delivers GStreamer CUDA memory (memory:CUDAMemory) that other "
+           "processes cannot import (%s); copy-policy=require-zero-copy forbids the one "
+           "device-to-device copy per frame that sharing it takes.",
+           name,
+           cipc_gst::gst_cuda_can_export_memory()
+               ? "not allocated exportable: not from the pool cudasink-ipc proposed, e.g. a "
+                 "decoder's own output surfaces"
+               : "GStreamer before 1.24 cannot export CUDA memory"),
+          ("Set copy-policy=copy-if-needed (the copy stays on the GPU); with GStreamer >= 1.24 "
+           "let upstream write into the pool cudasink-ipc proposes (nvh264dec and the other "
+           "NVDEC decoders do with num-output-surfaces=1), or put an element that writes into "
+           "cudasink-ipc's pool (memory:CUDAIPCMemory) upstream."));
       g_free(name);
       return nullptr;
     }
@@ -784,6 +857,55 @@ static GstBuffer* frame_in_slot(GstCudaSinkIpc* self, GstBuffer* buffer,
   return copy_into_slot(self, buffer);
 }
 
+// A frame ready to publish: its slot, what keeps it out of its pool, and its plane layout.
+struct PlacedFrame {
+  cipc::SlotRef ref;
+  std::shared_ptr<cipc::FrameHold> hold;
+  GstBuffer* described = nullptr;  // the buffer whose planes are sent (kept by `hold`)
+  GstVideoInfo layout;
+};
+
+// `buffer` in a slot of the current generation: itself, exportable GstCudaMemory sent as it is,
+// or a copy. False after an element error.
+static bool place_frame(GstCudaSinkIpc* self, GstBuffer* buffer, GstCipcCopyPolicy copy_policy,
+                        PlacedFrame* out) {
+  SinkPrivate& p = *self->priv;
+#ifdef CIPC_HAVE_GST_CUDA
+  if (p.exported) {
+    std::string error;
+    switch (p.exported->send(buffer, *p.pools, &out->ref, &out->hold, &error)) {
+      case cipc_gst::ExportedCudaInput::Outcome::kSent:
+        out->described = buffer;
+        out->layout = cipc_gst::exported_frame_layout(buffer, p.pools->info());
+        ++p.gst_cuda_shared;
+        return true;
+      case cipc_gst::ExportedCudaInput::Outcome::kFailed:
+        GST_ELEMENT_ERROR(self, STREAM, FAILED,
+                          ("Could not share a frame of GStreamer CUDA memory with consumers."),
+                          ("%s", error.c_str()));
+        return false;
+      case cipc_gst::ExportedCudaInput::Outcome::kNotExportable: break;
+    }
+  }
+#endif
+  GstBuffer* slot_buffer = frame_in_slot(self, buffer, copy_policy);
+  if (slot_buffer == nullptr) return false;
+  const GstCipcSlotBinding* binding = p.pools->current_slot(slot_buffer);
+  if (binding == nullptr) {  // not expected: copies land in the current pool, below the limit
+    gst_buffer_unref(slot_buffer);
+    GST_ELEMENT_ERROR(self, STREAM, FAILED, ("Could not place a frame in a shareable slot."),
+                      (nullptr));
+    return false;
+  }
+  out->ref.generation = binding->generation;
+  out->ref.index = binding->index;
+  out->ref.memory = binding->producer_slot.get();
+  out->hold = std::make_shared<BufferHold>(slot_buffer);
+  out->described = slot_buffer;
+  out->layout = p.pools->info();
+  return true;
+}
+
 static GstFlowReturn gst_cuda_sink_ipc_render(GstBaseSink* sink, GstBuffer* buffer) {
   auto* self = GST_CUDA_SINK_IPC(sink);
   SinkPrivate& p = *self->priv;
@@ -820,15 +942,8 @@ static GstFlowReturn gst_cuda_sink_ipc_render(GstBaseSink* sink, GstBuffer* buff
     p.pool_rollovers = p.pools->rollovers();
   }
 
-  GstBuffer* slot_buffer = frame_in_slot(self, buffer, copy_policy);
-  if (slot_buffer == nullptr) return GST_FLOW_ERROR;
-  const GstCipcSlotBinding* binding = p.pools->current_slot(slot_buffer);
-  if (binding == nullptr) {  // not expected: copies land in the current pool, below the limit
-    gst_buffer_unref(slot_buffer);
-    GST_ELEMENT_ERROR(self, STREAM, FAILED, ("Could not place a frame in a shareable slot."),
-                      (nullptr));
-    return GST_FLOW_ERROR;
-  }
+  PlacedFrame placed;
+  if (!place_frame(self, buffer, copy_policy, &placed)) return GST_FLOW_ERROR;
 
   cipc::Frame frame;
   // A producer that holds frames for its consumers (wait-for-consumer) gives up liveness on the
@@ -849,17 +964,12 @@ static GstFlowReturn gst_cuda_sink_ipc_render(GstBaseSink* sink, GstBuffer* buff
       GST_BUFFER_DURATION_IS_VALID(buffer) ? GST_BUFFER_DURATION(buffer) : cipc::kNoTimestamp;
   frame.offset =
       GST_BUFFER_OFFSET_IS_VALID(buffer) ? GST_BUFFER_OFFSET(buffer) : cipc::kNoTimestamp;
-  cipc_gst::describe_planes(slot_buffer, p.pools->info(), frame);
+  cipc_gst::describe_planes(placed.described, placed.layout, frame);
 
-  cipc::SlotRef ref;
-  ref.generation = binding->generation;
-  ref.index = binding->index;
-  ref.memory = binding->producer_slot.get();
-  auto hold = std::make_shared<BufferHold>(slot_buffer);
-  const size_t delivered = p.producer->publish(ref, frame, hold);
+  const size_t delivered = p.producer->publish(placed.ref, frame, placed.hold);
   ++p.frames_rendered;
-  GST_LOG_OBJECT(self, "slot %u -> %zu consumer(s), pts %" GST_TIME_FORMAT, ref.index, delivered,
-                 GST_TIME_ARGS(GST_BUFFER_PTS(buffer)));
+  GST_LOG_OBJECT(self, "slot %u -> %zu consumer(s), pts %" GST_TIME_FORMAT, placed.ref.index,
+                 delivered, GST_TIME_ARGS(GST_BUFFER_PTS(buffer)));
   return GST_FLOW_OK;
 }
 
@@ -1041,7 +1151,9 @@ static void gst_cuda_sink_ipc_class_init(GstCudaSinkIpcClass* klass) {
           "frames-rendered, frames-sent (summed over consumers), frames-dropped, "
           "copies, device-copies (of them: GStreamer CUDA memory copied on the "
           "GPU), pageable-uploads (of them: uploads from pageable memory, which "
-          "the driver stages synchronously), consumers, consumers-total, consumers-timed-out, "
+          "the driver stages synchronously), gst-cuda-frames-shared (GStreamer CUDA memory "
+          "written into the exportable pool proposed upstream and sent without a copy, "
+          "GStreamer >= 1.24), consumers, consumers-total, consumers-timed-out, "
           "consumers-rejected, releases, claims-outstanding, slots-exported, "
           "backpressure-waits (frames that waited for a consumer to release), "
           "slots-retired (out of the pool after a consumer timed out), "

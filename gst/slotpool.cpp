@@ -70,6 +70,25 @@ static gboolean slot_pool_set_config(GstBufferPool* pool, GstStructure* config) 
   return ok && !resized;
 }
 
+gboolean gst_cipc_slot_pool_take_index(GstCipcSlotPool* self, guint* index) {
+  // Indices are never reused within a generation (consumers cache imports by index).
+  guint next = self->next_index.load();
+  do {
+    if (next >= kIndexLimit) {
+      GST_ERROR_OBJECT(self, "slot index space exhausted in generation %" G_GUINT64_FORMAT,
+                       self->generation);
+      return FALSE;
+    }
+  } while (!self->next_index.compare_exchange_weak(next, next + 1));
+  if (next == cipc::kMaxSlots)
+    GST_WARNING_OBJECT(self,
+                       "slot index limit of %u passed in generation %" G_GUINT64_FORMAT
+                       "; further slots of this pool are not shareable",
+                       cipc::kMaxSlots, self->generation);
+  *index = next;
+  return TRUE;
+}
+
 static GstFlowReturn slot_pool_alloc_buffer(GstBufferPool* pool, GstBuffer** out,
                                             GstBufferPoolAcquireParams*) {
   auto* self = GST_CIPC_SLOT_POOL(pool);
@@ -78,23 +97,11 @@ static GstFlowReturn slot_pool_alloc_buffer(GstBufferPool* pool, GstBuffer** out
   gst_buffer_pool_config_get_params(config, nullptr, &size, nullptr, nullptr);
   gst_structure_free(config);
 
-  // Indices are never reused within a generation (consumers cache imports by index). Past
-  // kMaxSlots a slot is still allocated, so upstream writing into this pool never fails, but it
-  // cannot be shared by index: cudasink-ipc rolls over to a new generation long before
+  // Past kMaxSlots a slot is still allocated, so upstream writing into this pool never fails, but
+  // it cannot be shared by index: cudasink-ipc rolls over to a new generation long before
   // (gst_cipc_slot_pool_needs_rollover) and copies such a frame into the new one.
-  guint index = self->next_index.load();
-  do {
-    if (index >= kIndexLimit) {
-      GST_ERROR_OBJECT(pool, "slot index space exhausted in generation %" G_GUINT64_FORMAT,
-                       self->generation);
-      return GST_FLOW_ERROR;
-    }
-  } while (!self->next_index.compare_exchange_weak(index, index + 1));
-  if (index == cipc::kMaxSlots)
-    GST_WARNING_OBJECT(pool,
-                       "slot index limit of %u passed in generation %" G_GUINT64_FORMAT
-                       "; further slots of this pool are not shareable",
-                       cipc::kMaxSlots, self->generation);
+  guint index = 0;
+  if (!gst_cipc_slot_pool_take_index(self, &index)) return GST_FLOW_ERROR;
   auto slot = (*self->backend)->allocate(size);
   if (!slot) {
     GST_ERROR_OBJECT(pool, "could not allocate a %u-byte slot: %s", size,
@@ -340,6 +347,16 @@ bool SlotPoolGenerations::stale_slot(GstBuffer* buffer) const {
   const GstCipcSlotBinding* b = own_slot(buffer);
   return b && b->generation >= caps_generation_ && b->generation <= generation_ &&
          !current_slot(buffer);
+}
+
+bool SlotPoolGenerations::take_index(uint64_t* generation, uint32_t* index) {
+  guint taken = 0;
+  if (!pool_ || !gst_cipc_slot_pool_take_index(GST_CIPC_SLOT_POOL(pool_), &taken) ||
+      taken >= cipc::kMaxSlots)
+    return false;
+  *generation = generation_;
+  *index = taken;
+  return true;
 }
 
 bool SlotPoolGenerations::take_reconfigure() {

@@ -55,6 +55,10 @@ uint64_t gst_cipc_slot_pool_generation(GstCipcSlotPool* pool);
 // Slots allocated so far in this pool (persistent slots are allocated once each). Every slot
 // retired under a stuck consumer is replaced by one with a new index, so this only grows.
 guint gst_cipc_slot_pool_slots_allocated(GstCipcSlotPool* pool);
+// Takes the next slot index of the pool's generation without allocating a slot: for memory made
+// elsewhere that is sent as a slot of this generation (issue 29). Counts towards the roll-over.
+// FALSE once the index space is exhausted.
+gboolean gst_cipc_slot_pool_take_index(GstCipcSlotPool* pool, guint* index);
 // Once this many indices are used, the pool's generation should be replaced by a new one (same
 // caps) before indices reach cipc::kMaxSlots; the margin covers slots upstream allocates before
 // it renegotiates. Slots at or past kMaxSlots are allocated but must never be sent.
@@ -97,6 +101,10 @@ class SlotPoolGenerations {
   bool stale_slot(GstBuffer* buffer) const;
   // True once per generation: the caller should ask upstream to renegotiate (it writes stale).
   bool take_reconfigure();
+  // A slot index of the current generation for memory the pool did not allocate (see
+  // gst_cipc_slot_pool_take_index); false when there is no pool or no sendable index is left
+  // (the caller copies the frame: a roll-over comes first).
+  bool take_index(uint64_t* generation, uint32_t* index);
 
   GstBufferPool* pool() const { return pool_; }  // null before ensure()
   GstCaps* caps() const { return caps_; }

@@ -464,6 +464,14 @@ void Producer::announce_retired(const std::set<std::pair<uint64_t, uint32_t>>& s
   }
 }
 
+void Producer::retire_slot(uint64_t generation, uint32_t index) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (stopping_) return;
+  const std::pair<uint64_t, uint32_t> key{generation, index};
+  for (auto& entry : sessions_) entry.second->fences.erase(key);
+  announce_retired({key});
+}
+
 bool Producer::flush_retired(Session& session) {
   while (!session.retire_pending.empty()) {
     const auto key = *session.retire_pending.begin();

@@ -136,6 +136,11 @@ class Producer {
   // each keeping a different one, the writer has no slot for that newer frame. So at most `slots`
   // consumers are admitted; the next is refused, saying why. Consumers already attached stay.
   void set_slot_budget(uint32_t slots);
+  // A slot of `generation` that will never be published again: its memory belongs to someone
+  // else (an upstream element's pool) who is freeing it. Every consumer that imported it is told
+  // to drop its import (RETIRE). Frames in it may still be claimed: the consumer keeps such a
+  // frame's import until it releases it. Thread-safe; never blocks on a consumer.
+  void retire_slot(uint64_t generation, uint32_t index);
 
   // Blocks until at least one consumer is attached; false on timeout or while flushing.
   bool wait_for_consumer(int timeout_ms);

@@ -27,16 +27,42 @@ cipc::Result<std::unique_ptr<CudaSlotMemory>> CudaSlotMemory::allocate(int devic
   m->sync_ = sync;
   cipc_cuda::Status s = cipc_cuda::DeviceAllocation::create(device, size, &m->allocation_);
   if (!s) return cuda_error("allocating a " + std::to_string(size) + "-byte CUDA slot", s);
+  m->set_mapping(m->allocation_.device(), m->allocation_.ptr(), m->allocation_.size());
   int fd = -1;
   s = m->allocation_.export_fd(&fd);
   if (!s) return cuda_error("exporting a CUDA slot", s);
   m->export_fd_.reset(fd);
-  if (sync != SyncMode::kCpu) {
-    s = cipc_cuda::Event::create_interprocess(device, &m->readiness_);
-    if (s) s = m->readiness_.ipc_handle(&m->readiness_handle_);
-    if (!s) return cuda_error("creating a slot's readiness event", s);
-  }
+  s = m->create_readiness_event();
+  if (!s) return cuda_error("creating a slot's readiness event", s);
   return m;
+}
+
+cipc::Result<std::unique_ptr<CudaSlotMemory>> CudaSlotMemory::adopt(int device, cipc::UniqueFd fd,
+                                                                    cipc_cuda::DevicePtr ptr,
+                                                                    size_t size, SyncMode sync) {
+  if (!fd || ptr == 0 || size == 0)
+    return cipc::Error{cipc::ErrorCode::kInvalidArgument,
+                       "adopting CUDA memory needs its descriptor, address and size"};
+  std::unique_ptr<CudaSlotMemory> m(new CudaSlotMemory());
+  m->sync_ = sync;
+  m->set_mapping(device, ptr, size);
+  m->export_fd_ = std::move(fd);
+  const cipc_cuda::Status s = m->create_readiness_event();
+  if (!s) return cuda_error("creating the readiness event of adopted CUDA memory", s);
+  return m;
+}
+
+void CudaSlotMemory::set_mapping(int device, cipc_cuda::DevicePtr ptr, size_t size) {
+  device_ = device;
+  ptr_ = ptr;
+  size_ = size;
+}
+
+cipc_cuda::Status CudaSlotMemory::create_readiness_event() {
+  if (sync_ == SyncMode::kCpu) return cipc_cuda::Status::ok();
+  cipc_cuda::Status s = cipc_cuda::Event::create_interprocess(device_, &readiness_);
+  if (s) s = readiness_.ipc_handle(&readiness_handle_);
+  return s;
 }
 
 cipc::Result<std::unique_ptr<CudaSlotMemory>> CudaSlotMemory::import(
@@ -46,6 +72,7 @@ cipc::Result<std::unique_ptr<CudaSlotMemory>> CudaSlotMemory::import(
   cipc_cuda::Status s =
       cipc_cuda::DeviceAllocation::import(device, fd.get(), size, &m->allocation_);
   if (!s) return cipc::Error{cipc::ErrorCode::kProtocol, "importing a CUDA slot: " + s.message()};
+  m->set_mapping(m->allocation_.device(), m->allocation_.ptr(), m->allocation_.size());
   if (sync != SyncMode::kCpu) {
     if (readiness) {
       s = cipc_cuda::Event::open(device, *readiness, &m->readiness_);

@@ -60,16 +60,23 @@ class CudaSlotMemory final : public cipc::SlotMemory, public CudaRegion {
                                                               size_t size,
                                                               const cipc::EventHandle* readiness,
                                                               SyncMode sync);
+  // Producer: device memory another allocator made exportable and exported (GStreamer's VMM
+  // pools, issue 29). `fd` is this slot's own descriptor for it (a dup); the mapping at `ptr`, of
+  // `size` bytes, stays the other allocator's, which must keep it for as long as this object
+  // lives. Only the readiness event is made here.
+  static cipc::Result<std::unique_ptr<CudaSlotMemory>> adopt(int device, cipc::UniqueFd fd,
+                                                             cipc_cuda::DevicePtr ptr, size_t size,
+                                                             SyncMode sync);
 
-  void* data() const override { return reinterpret_cast<void*>(allocation_.ptr()); }
-  size_t size() const override { return allocation_.size(); }
+  void* data() const override { return reinterpret_cast<void*>(ptr_); }
+  size_t size() const override { return size_; }
   int export_fd() const override { return export_fd_.get(); }
   cipc::MemoryKind kind() const override { return cipc::MemoryKind::kCuda; }
   bool event_handle(cipc::EventHandle* out) const override;
 
-  int device() const override { return allocation_.device(); }
-  cipc_cuda::DevicePtr ptr() const override { return allocation_.ptr(); }
-  size_t bytes() const override { return allocation_.size(); }
+  int device() const override { return device_; }
+  cipc_cuda::DevicePtr ptr() const override { return ptr_; }
+  size_t bytes() const override { return size_; }
   cipc_cuda::Status begin_write(cipc_cuda::StreamHandle stream) override;
   cipc_cuda::Status end_write(cipc_cuda::StreamHandle stream) override;
   cipc_cuda::Status wait_ready(cipc_cuda::StreamHandle stream) override;
@@ -82,8 +89,13 @@ class CudaSlotMemory final : public cipc::SlotMemory, public CudaRegion {
 
  private:
   CudaSlotMemory() = default;
+  void set_mapping(int device, cipc_cuda::DevicePtr ptr, size_t size);
+  cipc_cuda::Status create_readiness_event();  // producer: none with sync-mode=cpu
 
-  cipc_cuda::DeviceAllocation allocation_;
+  cipc_cuda::DeviceAllocation allocation_;  // empty for adopted memory
+  int device_ = -1;
+  cipc_cuda::DevicePtr ptr_ = 0;
+  size_t size_ = 0;
   cipc::UniqueFd export_fd_;
   SyncMode sync_ = SyncMode::kGpuEvents;
   cipc_cuda::Event readiness_;  // created (producer) or opened (consumer)

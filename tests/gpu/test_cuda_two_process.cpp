@@ -144,11 +144,13 @@ class GpuTwoProcess : public PeerFixture {
   // One producer and one consumer over `frames` unpaced frames of width x height, both recording
   // GPU checksums; checks both exit cleanly, the records match, and what docs/architecture.md says
   // about the slots (none copied by the sink, each imported once). Returns the two STATS lines.
+  // `max_imports`: the producer's slots (8), or more where upstream's pool grows.
   std::pair<std::string, std::string> run_bit_exact(int width, int height, size_t frames,
                                                     const std::vector<std::string>& producer_extra,
                                                     const std::vector<std::string>& consumer_extra,
                                                     uint64_t producer_copies = 0,
-                                                    std::string* consumer_transcript = nullptr) {
+                                                    std::string* consumer_transcript = nullptr,
+                                                    uint64_t max_imports = 8) {
     const std::string sock = path("bitexact.sock");
     const std::string n = std::to_string(frames);
     std::vector<std::string> pargs{"--socket", sock,
@@ -180,7 +182,7 @@ class GpuTwoProcess : public PeerFixture {
     EXPECT_EQ(stat_of(cstats, "downloads"), 0u) << "frames stayed in GPU memory: " << cstats;
     const uint64_t imported = stat_of(cstats, "slots-imported").value_or(0);
     EXPECT_GE(imported, 1u) << cstats;
-    EXPECT_LE(imported, 8u) << "each of the producer's 8 slots is imported once: " << cstats;
+    EXPECT_LE(imported, max_imports) << "each of the producer's slots is imported once: " << cstats;
 
     expect_bit_exact(read_records(path("produced.txt")), read_records(path("received.txt")), frames,
                      width, height);
@@ -212,6 +214,11 @@ class GpuTwoProcess : public PeerFixture {
     ASSERT_TRUE(why) << vandal.transcript();
     EXPECT_TRUE(contains(*why, "vandal write failed")) << *why;
   }
+
+  // A consumer holding frames sees its producer SIGKILLed: EOS within 10 s, every frame it got
+  // (the held ones too) equal to the CPU reference.
+  void expect_killed_producer_leaves_held_frames_valid(
+      const std::vector<std::string>& producer_extra);
 
   // The consumer attached all along still gets frames; both then stop cleanly, no claim left.
   void expect_good_consumer_goes_on(Process& good, Process& prod) {
@@ -271,12 +278,41 @@ TEST_F(GpuTwoProcess, FramesInPageableMemoryUploadBitExactAndAreCounted) {
   EXPECT_EQ(stat_of(stats.first, "pageable-uploads"), 300u) << stats.first;
 }
 
-// GStreamer's cudaupload: its GstCudaMemory is copied once on the GPU (device-copies), after
-// whatever its stream still writes.
-TEST_F(GpuTwoProcess, CudauploadFramesAreCopiedOnceOnTheGpuBitExact) {
-  const auto stats = run_bit_exact(1920, 1080, 300, {"--source", "cudaupload"}, {}, 300);
-  EXPECT_EQ(stat_of(stats.first, "device-copies"), 300u) << stats.first;
+// GStreamer's cudaupload writes GstCudaMemory. From GStreamer 1.24 it writes into the exportable
+// pool cudasink-ipc proposes, and each frame crosses by reference (issue 29: no device copy of
+// ours, gst-cuda-frames-shared); before 1.24 it is copied once on the GPU (device-copies), after
+// whatever its stream still writes. Its pool grows while consumers hold frames: each of its
+// buffers is imported once.
+TEST_F(GpuTwoProcess, CudauploadFramesCrossByReferenceFrom124AndAreCopiedOnceBefore) {
+  const bool exports = CIPC_TEST_GST_CUDA_EXPORTS;
+  const uint64_t copies = exports ? 0 : 300;
+  const auto stats =
+      run_bit_exact(1920, 1080, 300, {"--source", "cudaupload"}, {}, copies, nullptr, 24);
+  EXPECT_EQ(stat_of(stats.first, "device-copies"), copies) << stats.first;
+  EXPECT_EQ(stat_of(stats.first, "gst-cuda-frames-shared"), 300 - copies) << stats.first;
   EXPECT_EQ(stat_of(stats.first, "pageable-uploads"), 0u) << stats.first;
+}
+
+// The same with sync-mode=cpu: the producer waits for cudaupload's stream before each send.
+TEST_F(GpuTwoProcess, CudauploadFramesCrossBitExactWithCpuSync) {
+  const bool exports = CIPC_TEST_GST_CUDA_EXPORTS;
+  const uint64_t copies = exports ? 0 : 120;
+  const auto stats = run_bit_exact(1280, 720, 120, {"--source", "cudaupload", "--sync-mode", "cpu"},
+                                   {}, copies, nullptr, 24);
+  EXPECT_EQ(stat_of(stats.first, "gst-cuda-frames-shared"), 120 - copies) << stats.first;
+}
+
+// Issue 29, both directions at once: cudaupload's exportable memory crosses by reference and the
+// consumer hands it downstream wrapped as GstCudaMemory - no device copy on either side.
+TEST_F(GpuTwoProcess, CudauploadIntoGstCudaMemoryDownstreamCopiesNothingFrom124) {
+#if !CIPC_TEST_GST_CUDA
+  GTEST_SKIP() << "built without GStreamer's CUDA library: no memory:CUDAMemory output";
+#endif
+  const bool exports = CIPC_TEST_GST_CUDA_EXPORTS;
+  const auto stats = run_bit_exact(1920, 1080, 300, {"--source", "cudaupload"},
+                                   {"--transport", "gst-cuda"}, exports ? 0 : 300, nullptr, 24);
+  EXPECT_EQ(stat_of(stats.first, "device-copies"), exports ? 0u : 300u) << stats.first;
+  EXPECT_EQ(stat_of(stats.second, "device-copies"), exports ? 0u : 300u) << stats.second;
 }
 
 // Issue 29: GStreamer's CUDA memory downstream (memory:CUDAMemory, as nvcodec elements take it).
@@ -489,8 +525,21 @@ TEST_F(GpuTwoProcess, ConsumerKernelWritingIntoAFrameFaultsAloneExceptUnderMps) 
 // still held or had queued - imported memory of a process that no longer exists - are read after
 // the kill and are still exactly the producer's frames.
 TEST_F(GpuTwoProcess, KilledProducerEndsConsumerAndHeldFramesStayValid) {
+  expect_killed_producer_leaves_held_frames_valid({});
+}
+
+// Issue 29: the same when the frames the consumer holds are cudaupload's exportable GstCudaMemory,
+// sent by reference: the memory lives on in the consumer's import after its owner died.
+TEST_F(GpuTwoProcess, KilledProducerOfExportedGstCudaMemoryLeavesHeldFramesValid) {
+  expect_killed_producer_leaves_held_frames_valid({"--source", "cudaupload"});
+}
+
+void GpuTwoProcess::expect_killed_producer_leaves_held_frames_valid(
+    const std::vector<std::string>& producer_extra) {
   const std::string sock = path("killp.sock");
-  Process& prod = producer("producer", {"--socket", sock, "--frames", "0", "--fps", "60"});
+  std::vector<std::string> pargs{"--socket", sock, "--frames", "0", "--fps", "60"};
+  pargs.insert(pargs.end(), producer_extra.begin(), producer_extra.end());
+  Process& prod = producer("producer", pargs);
   Process& cons = consumer("consumer", {"--socket", sock, "--frames", "0", "--hold-ms", "30",
                                         "--record", path("c.txt"), "--timeout-s", "120"});
   ASSERT_TRUE(cons.wait_frames(30, kEventTimeout)) << "the consumer got no frames";
@@ -538,6 +587,36 @@ TEST_F(GpuTwoProcess, FiftyKillRestartCyclesDoNotGrowGpuMemory) {
       if (!used) memory_readable = false;
       (cycle == 5 ? used_at_5 : used_at_50) = used;
     }
+  }
+  if (HasFailure()) return;
+  expect_gpu_memory_flat(used_at_5, used_at_50, kCycles);
+}
+
+// Issue 29: 50 producers SIGKILLed while their consumer holds frames of cudaupload's exportable
+// GstCudaMemory sent by reference. Each consumer ends with EOS, no error; GPU memory in use after
+// cycle 50 is what it was after cycle 5 (all processes gone both times).
+TEST_F(GpuTwoProcess, FiftyProducersKilledUnderHeldExportedGstCudaMemoryLeakNothing) {
+  const std::string sock = path("exported-kill.sock");
+  constexpr int kCycles = 50;
+  std::optional<uint64_t> used_at_5, used_at_50;
+  for (int cycle = 1; cycle <= kCycles && !HasFailure(); ++cycle) {
+    SCOPED_TRACE("cycle " + std::to_string(cycle));
+    Process& prod =
+        producer("producer-" + std::to_string(cycle),
+                 {"--socket", sock, "--frames", "0", "--fps", "120", "--source", "cudaupload"},
+                 /*wait_ready=*/false);
+    Process& cons =
+        consumer("consumer-" + std::to_string(cycle),
+                 {"--socket", sock, "--frames", "0", "--hold-ms", "20", "--timeout-s", "60"});
+    ASSERT_TRUE(cons.wait_frames(5, kEventTimeout)) << cons.transcript();
+    prod.signal(SIGKILL);
+    EXPECT_EQ(prod.wait_exit(kExitTimeout), std::optional<int>(128 + SIGKILL));
+    EXPECT_EQ(cons.wait_exit(kExitTimeout), std::optional<int>(0)) << cons.transcript();
+    EXPECT_EQ(cons.count("ERROR"), 0u) << cons.transcript();
+    if (HasFailure()) break;
+    retire_processes();
+    if (cycle == 5 || cycle == kCycles)
+      (cycle == 5 ? used_at_5 : used_at_50) = cipc_test::gpu_memory_used_mib();
   }
   if (HasFailure()) return;
   expect_gpu_memory_flat(used_at_5, used_at_50, kCycles);

@@ -760,6 +760,46 @@ TEST_F(Glue, PoolGenerationsPassOnTheCurrentPoolsLimitAndFlushingOnly) {
   gst_caps_unref(a);
 }
 
+// Issue 29: memory the pool did not allocate (an upstream GstCudaBufferPool's) is sent under an
+// index of the current generation; indices it takes are never handed to the pool's own slots,
+// count towards the roll-over, and run out at the protocol's limit instead of wrapping.
+TEST_F(Glue, PoolGenerationsHandOutIndicesForForeignMemoryThatTheirSlotsNeverReuse) {
+  auto backend = std::make_shared<cipc_slots::HostMemoryBackend>();
+  cipc_gst::SlotPoolGenerations pools(backend, 2, nullptr);
+  uint64_t generation = 0;
+  uint32_t index = 0;
+  EXPECT_FALSE(pools.take_index(&generation, &index)) << "no generation before the caps";
+  std::string error;
+  GstCaps* caps = gst_caps_from_string("video/x-raw,format=GRAY8,width=16,height=16");
+  ASSERT_TRUE(pools.ensure(caps, &error)) << error;
+  ASSERT_TRUE(gst_buffer_pool_set_active(pools.pool(), TRUE));
+  GstBuffer* own = nullptr;
+  ASSERT_EQ(gst_buffer_pool_acquire_buffer(pools.pool(), &own, nullptr), GST_FLOW_OK);
+  ASSERT_TRUE(pools.take_index(&generation, &index));
+  EXPECT_EQ(generation, pools.generation());
+  EXPECT_EQ(index, pools.current_slot(own)->index + 1);
+  GstBuffer* next_own = nullptr;
+  ASSERT_EQ(gst_buffer_pool_acquire_buffer(pools.pool(), &next_own, nullptr), GST_FLOW_OK);
+  EXPECT_EQ(pools.current_slot(next_own)->index, index + 1) << "the pool skips taken indices";
+
+  use_up_indices(pools.pool(), kCipcSlotPoolRolloverAt - 3);
+  auto* slot_pool = GST_CIPC_SLOT_POOL(pools.pool());
+  EXPECT_TRUE(gst_cipc_slot_pool_needs_rollover(slot_pool)) << "taken indices count";
+  while (gst_cipc_slot_pool_slots_allocated(slot_pool) < cipc::kMaxSlots)
+    ASSERT_TRUE(pools.take_index(&generation, &index));
+  EXPECT_EQ(index, cipc::kMaxSlots - 1);
+  EXPECT_FALSE(pools.take_index(&generation, &index)) << "past the limit nothing is sendable";
+  bool rolled = false;
+  ASSERT_TRUE(pools.roll_over_if_needed(&rolled, &error)) << error;
+  ASSERT_TRUE(rolled);
+  ASSERT_TRUE(pools.take_index(&generation, &index));
+  EXPECT_EQ(generation, pools.generation());
+  EXPECT_EQ(index, 0u) << "a new generation numbers from 0";
+  gst_buffer_unref(own);
+  gst_buffer_unref(next_own);
+  gst_caps_unref(caps);
+}
+
 TEST_F(Glue, PoolGenerationsRollOverWithTheSameCapsAndTreatOldSlotsAsStale) {
   Announced seen;
   auto backend = std::make_shared<cipc_slots::HostMemoryBackend>();

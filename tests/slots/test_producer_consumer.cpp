@@ -759,6 +759,87 @@ TEST_P(EachBackend, EosReachesAttachedConsumersAndLateComersGetCapsThenEos) {
 // ---- stuck, gone and killed consumers
 // --------------------------------------------------------------
 
+// A slot whose memory an upstream pool frees (cudasink-ipc sending GstCudaMemory it exported,
+// issue 29): every consumer that imported it drops its import, a frame still held in it stays
+// readable until released, and the producer goes on with its other slots.
+TEST_P(EachBackend, RetiredSlotIsDroppedByEveryConsumerThatImportedItAndNoOther) {
+  start();
+  make_slots(3);
+  auto a = connect();
+  auto b = connect();
+  ASSERT_TRUE(a && b);
+  expect_caps(*a);
+  expect_caps(*b);
+  ASSERT_EQ(publish(0, 1), 2u);
+  ASSERT_EQ(publish(1, 2), 2u);
+  const std::weak_ptr<const ImportedSlot> a_slot0 = expect_frame(*a, 0, 1).slot;
+  ReceivedFrame b_held = expect_frame(*b, 0, 1);  // b keeps its frame in slot 0
+  expect_frame(*a, 1, 2);
+  expect_frame(*b, 1, 2);
+  EXPECT_FALSE(a_slot0.expired());
+
+  producer_->retire_slot(1, 0);
+  producer_->retire_slot(7, 0);  // another generation: nobody has it, nothing is sent
+  ASSERT_EQ(publish(2, 3), 2u);
+  expect_frame(*a, 2, 3);
+  expect_frame(*b, 2, 3);
+  EXPECT_TRUE(a_slot0.expired()) << "consumer a still maps the retired slot";
+  EXPECT_EQ(a->stats().slots_retired, 1u);
+  EXPECT_EQ(b->stats().slots_retired, 1u);
+  EXPECT_EQ(stats().retire_notices, 2u);
+  EXPECT_EQ(stats().slots_retired, 0u) << "no slot was taken from a consumer that left";
+  EXPECT_EQ(mismatch(*b_held.slot->memory, kSlotBytes, 1), -1) << "a held frame stays readable";
+  b_held = ReceivedFrame{};
+  // Slot 1 was not retired: both consumers still use their imports of it.
+  ASSERT_EQ(publish(1, 4), 2u);
+  expect_frame(*a, 1, 4);
+  expect_frame(*b, 1, 4);
+  EXPECT_EQ(a->stats().slots_imported, 3u);
+}
+
+#ifdef CIPC_HAVE_CUDA
+// Issue 29: device memory another allocator made and exported (GStreamer's VMM pool) crosses as a
+// slot of the current generation, beside the pool's own: the consumer imports it once, reads what
+// was written bit-exact after the adopted slot's own readiness, and drops it on RETIRE.
+TEST_P(EachBackend, AdoptedCudaMemoryCrossesAsASlotBitExactAndIsRetiredWithItsOwner) {
+  if (GetParam() == SlotBackend::kHost) GTEST_SKIP() << "CUDA memory only";
+  cipc_cuda::DeviceAllocation foreign;  // stands in for GStreamer's allocation
+  cipc_cuda::Status st = cipc_cuda::DeviceAllocation::create(0, kSlotBytes, &foreign);
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  int fd = -1;
+  st = foreign.export_fd(&fd);
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  const SyncMode sync =
+      GetParam() == SlotBackend::kCudaCpuSync ? SyncMode::kCpu : SyncMode::kGpuEvents;
+  auto adopted = cipc_slots::CudaSlotMemory::adopt(0, UniqueFd(fd), foreign.ptr(),
+                                                   foreign.mapped_size(), sync);
+  ASSERT_TRUE(adopted.is_ok()) << adopted.error().message;
+  EXPECT_EQ(adopted.value()->ptr(), foreign.ptr()) << "adopting maps nothing of its own";
+  cipc::EventHandle event{};
+  EXPECT_EQ(adopted.value()->event_handle(&event), sync == SyncMode::kGpuEvents);
+
+  start();
+  make_slots(2);
+  auto c = connect();
+  ASSERT_TRUE(c);
+  expect_caps(*c);
+  ASSERT_EQ(publish(0, 1), 1u);
+  expect_frame(*c, 0, 1);
+  constexpr uint32_t kAdoptedIndex = 2;  // after the pool's slots, as the sink numbers them
+  slots_.push_back(std::move(adopted.value()));
+  for (uint8_t seed : {2, 3}) {
+    ASSERT_EQ(publish(kAdoptedIndex, seed), 1u);
+    expect_frame(*c, kAdoptedIndex, seed);
+  }
+  EXPECT_EQ(c->stats().slots_imported, 2u) << "adopted memory is imported once";
+  producer_->retire_slot(generation_, kAdoptedIndex);
+  ASSERT_EQ(publish(1, 4), 1u);
+  expect_frame(*c, 1, 4);
+  EXPECT_EQ(c->stats().slots_retired, 1u);
+  slots_.pop_back();  // the adopted slot goes before the memory it refers to
+}
+#endif
+
 TEST_P(EachBackend, StuckConsumerIsDisconnectedAfterReleaseTimeoutAndItsSlotsRetired) {
   ProducerConfig cfg = config();
   cfg.release_timeout_ms = 200;
