@@ -30,7 +30,9 @@
 //            which the sink copies on the GPU (stamped at the sink's pad, after the upload)
 //   nvh264dec  filesrc location=<--clip> ! h264parse ! nvh264dec ! cudasink-ipc, paced at the
 //            clip's 60 fps: the decoder's CUDA memory, which the sink copies on the GPU (stamped at
-//            the sink's pad, after the decode); --width/--height must be the clip's
+//            the sink's pad, after the decode); --width/--height must be the clip's. With
+//            --decoder-surfaces 1 the decoder copies into the sink's exportable pool instead
+//            (GStreamer >= 1.24), and the sink sends that memory as it is
 // --stamps (producer) and --arrivals (consumer) write "frame-number CLOCK_MONOTONIC-ns" lines:
 // when a frame entered the producer's sink (just before the push, or before the download where
 // there is one), and when it left the consumer's first element (cudasrc-ipc's src pad; after the
@@ -120,6 +122,10 @@ struct Options {
   int width = 1920, height = 1080, fps = 0, device = -1, hold_ms = 0, timeout_s = 60,
       max_in_flight = 8;
   int pool_size = 8, consumers = 1;
+  // --source nvh264dec: its num-output-surfaces (0: its default). 1 makes it copy each frame into
+  // the exportable pool cudasink-ipc proposes (GStreamer >= 1.24) instead of handing out its own
+  // output surfaces, which the sink must copy.
+  int decoder_surfaces = 0;
   bool cpu_map = false;  // consume: read frames through gst_buffer_map() (the CPU fallback)
   bool streaming_thread = false;  // consume: handle frames in the streaming thread (no appsink hop)
   // consume: try to write into each received frame, which must fail: "1" with a memset (the
@@ -155,6 +161,8 @@ Options parse(int argc, char** argv) {
       o.source = v;
     else if (k == "--clip")
       o.clip = v;
+    else if (k == "--decoder-surfaces")
+      o.decoder_surfaces = std::stoi(v);
     else if (k == "--transport")
       o.transport = v;
     else if (k == "--pool-size")
@@ -589,7 +597,10 @@ struct DecodePipeline : SinkPipeline {
     if (o.clip.empty()) die("--source nvh264dec needs --clip (tests/gpu/make-h264-clip)");
     launch(
         "filesrc location=\"" + o.clip +
-            "\" ! h264parse ! nvh264dec ! video/x-raw(memory:CUDAMemory),width=" +
+            "\" ! h264parse ! nvh264dec" +
+            (o.decoder_surfaces ? " num-output-surfaces=" + std::to_string(o.decoder_surfaces)
+                                : std::string()) +
+            " ! video/x-raw(memory:CUDAMemory),width=" +
             std::to_string(o.width) + ",height=" + std::to_string(o.height) +
             " ! identity sync=true ! cudasink-ipc name=sink" + sink_properties(o, slots, true),
         "nvh264dec producer",
