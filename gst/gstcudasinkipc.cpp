@@ -1048,6 +1048,23 @@ static void gst_cuda_sink_ipc_finalize(GObject* object) {
   G_OBJECT_CLASS(gst_cuda_sink_ipc_parent_class)->finalize(object);
 }
 
+// copy-policy's description, saying what this build does with GStreamer's CUDA memory upstream.
+static const char* copy_policy_blurb() {
+#ifdef CIPC_HAVE_GST_CUDA
+  if (cipc_gst::gst_cuda_can_export_memory())
+    return "What to do with buffers that upstream did not write into the shareable pool. "
+           "GStreamer CUDA memory (memory:CUDAMemory) written into the exportable pool this "
+           "element proposes upstream is sent as it is, with no copy (this build: GStreamer 1.24 "
+           "or later); other GStreamer CUDA memory (a decoder's own output surfaces) takes one "
+           "device copy";
+  return "What to do with buffers that upstream did not write into the shareable pool. "
+         "GStreamer CUDA memory (memory:CUDAMemory) always takes one device copy (this build: "
+         "GStreamer before 1.24 cannot export it)";
+#else
+  return "What to do with buffers that upstream did not write into the shareable pool";
+#endif
+}
+
 static void gst_cuda_sink_ipc_class_init(GstCudaSinkIpcClass* klass) {
   auto* object_class = G_OBJECT_CLASS(klass);
   auto* element_class = GST_ELEMENT_CLASS(klass);
@@ -1110,9 +1127,7 @@ static void gst_cuda_sink_ipc_class_init(GstCudaSinkIpcClass* klass) {
                            DEFAULT_WAIT_FOR_CONSUMER, rw_playing));
   g_object_class_install_property(
       object_class, PROP_COPY_POLICY,
-      g_param_spec_enum("copy-policy", "Copy policy",
-                        "What to do with buffers that upstream did not write into the "
-                        "shareable pool",
+      g_param_spec_enum("copy-policy", "Copy policy", copy_policy_blurb(),
                         gst_cipc_copy_policy_get_type(), DEFAULT_COPY_POLICY, rw_playing));
   g_object_class_install_property(
       object_class, PROP_BACKPRESSURE,
