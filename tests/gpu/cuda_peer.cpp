@@ -596,12 +596,11 @@ struct DecodePipeline : SinkPipeline {
     limit = o.frames;
     if (o.clip.empty()) die("--source nvh264dec needs --clip (tests/gpu/make-h264-clip)");
     launch(
-        "filesrc location=\"" + o.clip +
-            "\" ! h264parse ! nvh264dec" +
+        "filesrc location=\"" + o.clip + "\" ! h264parse ! nvh264dec" +
             (o.decoder_surfaces ? " num-output-surfaces=" + std::to_string(o.decoder_surfaces)
                                 : std::string()) +
-            " ! video/x-raw(memory:CUDAMemory),width=" +
-            std::to_string(o.width) + ",height=" + std::to_string(o.height) +
+            " ! video/x-raw(memory:CUDAMemory),width=" + std::to_string(o.width) +
+            ",height=" + std::to_string(o.height) +
             " ! identity sync=true ! cudasink-ipc name=sink" + sink_properties(o, slots, true),
         "nvh264dec producer",
         [](GstPad*, GstPadProbeInfo* info, gpointer d) {
