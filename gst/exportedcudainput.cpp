@@ -202,6 +202,15 @@ ExportedCudaInput::Outcome ExportedCudaInput::send(GstBuffer* buffer, SlotPoolGe
     return Outcome::kNotExportable;
   const int exported_fd = gst_cuda_memory_export_fd(mem);
   if (exported_fd < 0) return Outcome::kNotExportable;
+  // A CUDA map per frame: it gives the device address, and uploads what a CPU writer left in the
+  // memory's staging copy (GST_CUDA_MEMORY_TRANSFER_NEED_UPLOAD) on the memory's stream.
+  GstMapInfo map;
+  if (!gst_memory_map(mem, &map, static_cast<GstMapFlags>(GST_MAP_READ | GST_MAP_CUDA))) {
+    *error = "could not map GStreamer CUDA memory on the GPU";
+    return Outcome::kFailed;
+  }
+  const auto device_ptr = static_cast<cipc_cuda::DevicePtr>(reinterpret_cast<uintptr_t>(map.data));
+  gst_memory_unmap(mem, &map);
 
   Adoptions& adoptions = adoptions_of(mem);
   std::shared_ptr<AdoptedSlot> slot, replaced;
@@ -224,19 +233,13 @@ ExportedCudaInput::Outcome ExportedCudaInput::send(GstBuffer* buffer, SlotPoolGe
     uint32_t index = 0;
     // No index left in this generation: copied this once, the roll-over comes with the next frame.
     if (!pools.take_index(&generation, &index)) return Outcome::kNotExportable;
-    GstMapInfo map;
-    if (!gst_memory_map(mem, &map, static_cast<GstMapFlags>(GST_MAP_READ | GST_MAP_CUDA))) {
-      *error = "could not map GStreamer CUDA memory to find its device address";
-      return Outcome::kFailed;
-    }
-    const auto device_ptr =
-        static_cast<cipc_cuda::DevicePtr>(reinterpret_cast<uintptr_t>(map.data));
-    gst_memory_unmap(mem, &map);
     cipc::UniqueFd fd(::fcntl(exported_fd, F_DUPFD_CLOEXEC, 0));
     if (!fd) {
-      *error =
-          std::string("could not duplicate the exported memory's descriptor: ") + g_strerror(errno);
-      return Outcome::kFailed;
+      // Out of descriptors, say: this frame is copied into one of our slots instead, and the
+      // memory is adopted with a later frame (its index stays unused).
+      GST_WARNING("could not duplicate exported GStreamer CUDA memory's descriptor (%s): copying",
+                  g_strerror(errno));
+      return Outcome::kNotExportable;
     }
     // The whole allocation is shared, as a slot is: its size is the memory's maxsize.
     auto adopted =
