@@ -440,7 +440,16 @@ static void decide_gst_cuda_pool(GstCudaSrcIpc* self, GstQuery* query, GstCaps* 
   GstStructure* config = gst_buffer_pool_get_config(pool);
   gst_buffer_pool_config_set_params(config, caps, size, min, max);
   gst_buffer_pool_config_add_option(config, GST_BUFFER_POOL_OPTION_VIDEO_META);
-  gst_buffer_pool_set_config(pool, config);
+  if (!gst_buffer_pool_set_config(pool, config)) {
+    // The pool pads rows to the device's pitch and says so by refusing with its own size: take
+    // that (basesrc configures the pool again with the size in the query, which must be its own).
+    config = gst_buffer_pool_get_config(pool);
+    if (!gst_buffer_pool_set_config(pool, config))
+      GST_WARNING_OBJECT(self, "GStreamer's CUDA buffer pool refused its own configuration");
+  }
+  config = gst_buffer_pool_get_config(pool);
+  gst_buffer_pool_config_get_params(config, nullptr, &size, nullptr, nullptr);
+  gst_structure_free(config);
   if (offered)
     gst_query_set_nth_allocation_pool(query, 0, pool, size, min, max);
   else
