@@ -65,6 +65,11 @@ GstCudaContext* shared_cuda_context(int device, std::string* why) {
   return static_cast<GstCudaContext*>(gst_object_ref(context));
 }
 
+GstBufferPool* new_gst_cuda_buffer_pool(GstCudaContext* context) {
+  gst_cuda_memory_init_once();  // idempotent; later versions do it in GstCudaContext's class
+  return gst_cuda_buffer_pool_new(context);
+}
+
 bool is_primary_context(GstCudaContext* context, int device) {
   std::lock_guard<std::mutex> lock(g_contexts_mutex);
   auto it = g_contexts.find(device);

@@ -120,7 +120,7 @@ GstBufferPool* make_exportable_cuda_pool(GstCudaContext* context, GstCaps* caps,
     *why = "the caps are not raw video";
     return nullptr;
   }
-  GstBufferPool* pool = gst_cuda_buffer_pool_new(context);
+  GstBufferPool* pool = new_gst_cuda_buffer_pool(context);
   GstStructure* config = gst_buffer_pool_get_config(pool);
   gst_buffer_pool_config_add_option(config, GST_BUFFER_POOL_OPTION_VIDEO_META);
   gst_cuda_pool_config_request_exportable(config);

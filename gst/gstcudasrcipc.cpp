@@ -433,7 +433,7 @@ static void decide_gst_cuda_pool(GstCudaSrcIpc* self, GstQuery* query, GstCaps* 
   if (!pool) {
     GstCudaContext* context = our_gst_cuda_context(self);
     if (!context) return;  // left to basesrc: create() reports it
-    pool = gst_cuda_buffer_pool_new(context);
+    pool = cipc_gst::new_gst_cuda_buffer_pool(context);
     gst_object_unref(context);
   }
   size = MAX(size, static_cast<guint>(GST_VIDEO_INFO_SIZE(&info)));
