@@ -65,8 +65,12 @@ GstCudaContext* shared_cuda_context(int device, std::string* why) {
   return static_cast<GstCudaContext*>(gst_object_ref(context));
 }
 
-GstBufferPool* new_gst_cuda_buffer_pool(GstCudaContext* context) {
+void register_gst_cuda_allocator() {
   gst_cuda_memory_init_once();  // idempotent; later versions do it in GstCudaContext's class
+}
+
+GstBufferPool* new_gst_cuda_buffer_pool(GstCudaContext* context) {
+  register_gst_cuda_allocator();
   return gst_cuda_buffer_pool_new(context);
 }
 

@@ -72,9 +72,11 @@ class ElementCudaContext {
   GstCudaContext* context_ = nullptr;
 };
 
-// gst_cuda_buffer_pool_new(), with GStreamer's CUDA allocator registered first: in 1.22 nothing
-// in the library does that until the nvcodec plugin loads, and a process with only our elements
-// then gets a pool that refuses every configuration ("CudaAllocator is unavailable").
+// Registers GStreamer's CUDA allocator (GST_CUDA_MEMORY_TYPE_NAME). In 1.22 nothing in the
+// library does until the nvcodec plugin loads, and a process with only our elements then gets
+// GstCudaBufferPools that refuse every configuration ("CudaAllocator is unavailable").
+void register_gst_cuda_allocator();
+// gst_cuda_buffer_pool_new(), with the allocator registered first.
 GstBufferPool* new_gst_cuda_buffer_pool(GstCudaContext* context);
 
 bool caps_have_gst_cuda_memory(const GstCaps* caps);

@@ -22,6 +22,7 @@
 #include "srcoutput.h"
 #include "waker.h"
 #ifdef CIPC_HAVE_GST_CUDA
+#include "cudainterop.h"
 #include "wrappedcudaoutput.h"
 #endif
 
@@ -759,6 +760,18 @@ TEST_F(Glue, PoolGenerationsPassOnTheCurrentPoolsLimitAndFlushingOnly) {
   gst_caps_unref(b);
   gst_caps_unref(a);
 }
+
+#ifdef CIPC_HAVE_GST_CUDA
+// GStreamer 1.22 registers its CUDA allocator only when the nvcodec plugin loads; cudasrc-ipc's
+// own GstCudaBufferPool (appsink downstream, no nvcodec element in the process) needs it
+// registered, or the pool refuses its configuration. No GPU is needed to register it.
+TEST_F(Glue, GstreamersCudaAllocatorIsRegisteredBeforeOurPoolsNeedIt) {
+  cipc_gst::register_gst_cuda_allocator();
+  GstAllocator* allocator = gst_allocator_find(GST_CUDA_MEMORY_TYPE_NAME);
+  ASSERT_NE(allocator, nullptr) << GST_CUDA_MEMORY_TYPE_NAME << " is not registered";
+  gst_object_unref(allocator);
+}
+#endif
 
 // Issue 29: memory the pool did not allocate (an upstream GstCudaBufferPool's) is sent under an
 // index of the current generation; indices it takes are never handed to the pool's own slots,
