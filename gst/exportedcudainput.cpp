@@ -138,24 +138,9 @@ GstBufferPool* make_exportable_cuda_pool(GstCudaContext* context, GstCaps* caps,
 }
 
 GstVideoInfo exported_frame_layout(GstBuffer* buffer, const GstVideoInfo& caps_info) {
-  GstVideoInfo layout = caps_info;
-  if (const GstVideoMeta* meta = gst_buffer_get_video_meta(buffer)) {
-    for (guint i = 0; i < meta->n_planes && i < GST_VIDEO_MAX_PLANES; ++i) {
-      layout.offset[i] = meta->offset[i];
-      layout.stride[i] = meta->stride[i];
-    }
-  } else if (gst_buffer_n_memory(buffer) == 1) {
-    GstMemory* mem = gst_buffer_peek_memory(buffer, 0);
-    if (gst_is_cuda_memory(mem)) {
-      const GstVideoInfo& pitched = GST_CUDA_MEMORY_CAST(mem)->info;
-      for (guint i = 0; i < GST_VIDEO_INFO_N_PLANES(&layout); ++i) {
-        layout.offset[i] = pitched.offset[i];
-        layout.stride[i] = pitched.stride[i];
-      }
-    }
-  }
-  layout.size = gst_buffer_get_size(buffer);
-  return layout;
+  // describe_planes() takes the planes of a video meta first; this is for buffers without one.
+  GstMemory* mem = gst_buffer_n_memory(buffer) == 1 ? gst_buffer_peek_memory(buffer, 0) : nullptr;
+  return mem && gst_is_cuda_memory(mem) ? GST_CUDA_MEMORY_CAST(mem)->info : caps_info;
 }
 
 std::unique_ptr<ExportedCudaInput> ExportedCudaInput::create(int device, cipc::SyncMode sync,
@@ -258,7 +243,6 @@ ExportedCudaInput::Outcome ExportedCudaInput::send(GstBuffer* buffer, SlotPoolGe
       std::lock_guard<std::mutex> guard(adoptions.lock);
       adoptions.slots.push_back(slot);
     }
-    ++memories_adopted_;
     GST_DEBUG("exported GStreamer CUDA memory %p (%" G_GSIZE_FORMAT
               " bytes) as slot %u of generation %" G_GUINT64_FORMAT,
               mem, mem->maxsize, index, generation);
@@ -289,7 +273,6 @@ ExportedCudaInput::Outcome ExportedCudaInput::send(GstBuffer* buffer, SlotPoolGe
   ref->index = slot->index;
   ref->memory = slot->memory.get();
   *hold = std::make_shared<ExportedFrameHold>(buffer, slot, retired_);
-  ++frames_sent_;
   return Outcome::kSent;
 }
 

@@ -31,8 +31,8 @@ namespace cipc_gst {
 GstBufferPool* make_exportable_cuda_pool(GstCudaContext* context, GstCaps* caps, guint min_buffers,
                                          guint* size, std::string* why);
 
-// The layout of the frame in GstCudaMemory `buffer` (its video meta's planes, else the memory's
-// own pitched layout): what describes the planes of a frame sent from it.
+// The layout of the frame in GstCudaMemory `buffer` without a video meta: the memory's own
+// pitched layout (`caps_info` for other memory). describe_planes() takes a meta's planes first.
 GstVideoInfo exported_frame_layout(GstBuffer* buffer, const GstVideoInfo& caps_info);
 
 struct RetiredCudaMemory;
@@ -65,9 +65,6 @@ class ExportedCudaInput {
   Outcome send(GstBuffer* buffer, SlotPoolGenerations& pools, cipc::SlotRef* ref,
                std::shared_ptr<cipc::FrameHold>* hold, std::string* error);
 
-  uint64_t frames_sent() const { return frames_sent_; }
-  uint64_t memories_adopted() const { return memories_adopted_; }
-
  private:
   ExportedCudaInput(int device, cipc::SyncMode sync, Retire retire, PoolLimit pool_limit);
 
@@ -79,8 +76,6 @@ class ExportedCudaInput {
   cipc_cuda::Stream idle_stream_;       // readiness of memory nothing still writes is recorded here
   GstBufferPool* last_pool_ = nullptr;  // the upstream pool whose limit was last told
   std::shared_ptr<RetiredCudaMemory> retired_;
-  uint64_t frames_sent_ = 0;
-  uint64_t memories_adopted_ = 0;
 };
 
 }  // namespace cipc_gst
