@@ -43,6 +43,10 @@
 #include "enums.h"
 #include "framing.h"
 #include "gstcompat.h"
+#ifdef CIPC_HAVE_GST_GL
+#include "glcontext.h"
+#include "gloutput.h"
+#endif
 #include "slotmemory.h"
 #include "srcoutput.h"
 #include "urihandler.h"
@@ -155,6 +159,10 @@ struct SrcPrivate {
   // Shared with nvcodec elements (context queries, set_context); kept across state changes.
   cipc_gst::ElementCudaContext cuda_context;
 #endif
+#ifdef CIPC_HAVE_GST_GL
+  // Shared with GL elements (glimagesink): the display, the application's and downstream's context.
+  cipc_gst::ElementGlContext gl_context;
+#endif
   ~SrcPrivate() {
     gst_clear_caps(&caps);
   }
@@ -189,11 +197,21 @@ struct _GstCudaSrcIpc {
 #else
 #define CIPC_SRC_GST_CUDA_CAPS
 #endif
-static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE(
-    "src", GST_PAD_SRC, GST_PAD_ALWAYS,
-    GST_STATIC_CAPS(GST_VIDEO_CAPS_MAKE_WITH_FEATURES(
-        GST_CAPS_FEATURE_MEMORY_CUDA_IPC, GST_VIDEO_FORMATS_ALL) ";" CIPC_SRC_GST_CUDA_CAPS
-                        GST_VIDEO_CAPS_MAKE(GST_VIDEO_FORMATS_ALL)));
+// With GStreamer's GL library, GL textures written on the GPU (CUDA producers, 4-byte formats).
+#ifdef CIPC_HAVE_GST_GL
+#define CIPC_SRC_GL_CAPS                                               \
+  GST_VIDEO_CAPS_MAKE_WITH_FEATURES(GST_CAPS_FEATURE_MEMORY_GL_MEMORY, \
+                                    "{ RGBA, BGRA, RGBx, BGRx }")      \
+  ", texture-target=(string)2D;"
+#else
+#define CIPC_SRC_GL_CAPS
+#endif
+static GstStaticPadTemplate src_template =
+    GST_STATIC_PAD_TEMPLATE("src", GST_PAD_SRC, GST_PAD_ALWAYS,
+                            GST_STATIC_CAPS(GST_VIDEO_CAPS_MAKE_WITH_FEATURES(
+                                GST_CAPS_FEATURE_MEMORY_CUDA_IPC,
+                                GST_VIDEO_FORMATS_ALL) ";" CIPC_SRC_GST_CUDA_CAPS CIPC_SRC_GL_CAPS
+                                                GST_VIDEO_CAPS_MAKE(GST_VIDEO_FORMATS_ALL)));
 
 // The URI handler (cudaipc:///path/to/socket?property=value): gst/urihandler.h.
 CIPC_DEFINE_ELEMENT_TYPE_WITH_CODE(GstCudaSrcIpc, gst_cuda_src_ipc, GST_TYPE_PUSH_SRC,
@@ -347,6 +365,9 @@ static gboolean gst_cuda_src_ipc_start(GstBaseSrc* src) {
 static gboolean gst_cuda_src_ipc_stop(GstBaseSrc* src) {
   auto* self = GST_CUDA_SRC_IPC(src);
   self->priv->teardown(GST_OBJECT(self));
+#ifdef CIPC_HAVE_GST_GL
+  self->priv->gl_context.drop_context();  // the next start may have another GL sink downstream
+#endif
   return TRUE;
 }
 
@@ -371,6 +392,10 @@ static GstCaps* output_caps(bool producer_cuda, GstCaps* producer_caps) {
 #ifdef CIPC_HAVE_GST_CUDA
   // After our own memory (zero copies), before system memory (a download).
   gst_caps_append(device, cipc_gst::caps_with_gst_cuda_memory(producer_caps));
+#endif
+#ifdef CIPC_HAVE_GST_GL
+  // Then GL textures (one copy on the GPU), before system memory (a download, then glupload).
+  gst_caps_append(device, cipc_gst::caps_with_gl_memory(producer_caps));
 #endif
   GstCaps* system = gst_caps_copy(producer_caps);
   GstStructure* st0 = gst_caps_get_structure(system, 0);
@@ -468,6 +493,23 @@ static gboolean gst_cuda_src_ipc_decide_allocation(GstBaseSrc* src, GstQuery* qu
     return GST_BASE_SRC_CLASS(gst_cuda_src_ipc_parent_class)->decide_allocation(src, query);
   }
 #endif
+#ifdef CIPC_HAVE_GST_GL
+  if (caps && cipc_gst::caps_have_gl_memory(caps)) {
+    auto* self = GST_CUDA_SRC_IPC(src);
+    std::string why;
+    GstGLContext* context = self->priv->gl_context.ensure(GST_ELEMENT(self), &why);
+    const bool ok = context && cipc_gst::decide_gl_pool(query, caps, context);
+    if (context) gst_object_unref(context);
+    if (!ok) {
+      GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS,
+                        ("Cannot output GL memory: %s.",
+                         why.empty() ? "no GL buffer pool could be configured" : why.c_str()),
+                        ("caps %" GST_PTR_FORMAT, caps));
+      return FALSE;
+    }
+    return GST_BASE_SRC_CLASS(gst_cuda_src_ipc_parent_class)->decide_allocation(src, query);
+  }
+#endif
   if (caps && !gst_cipc_caps_have_cuda_memory(caps) && gst_video_info_from_caps(&info, caps)) {
     GstBufferPool* pool = nullptr;
     guint size = 0, min = 0, max = 0;
@@ -515,6 +557,9 @@ static gboolean gst_cuda_src_ipc_set_caps(GstBaseSrc* src, GstCaps* caps) {
 #ifdef CIPC_HAVE_GST_CUDA
   request.caps_gst_cuda = cipc_gst::caps_have_gst_cuda_memory(caps);
 #endif
+#ifdef CIPC_HAVE_GST_GL
+  request.caps_gl = cipc_gst::caps_have_gl_memory(caps);
+#endif
   request.io_mode_copy = p.active.io_mode == GST_CIPC_IO_COPY;
   GstCudaContext* gst_cuda_context = nullptr;
 #ifdef CIPC_HAVE_GST_CUDA
@@ -527,7 +572,21 @@ static gboolean gst_cuda_src_ipc_set_caps(GstBaseSrc* src, GstCaps* caps) {
 #endif
   cipc_gst::SrcOutputKind kind = cipc_gst::choose_src_output(request);
   const cipc_gst::SrcOutputCounters counters{&p.counters.downloads, &p.counters.device_copies};
-  p.output = cipc_gst::make_src_output(kind, p.out_info, &p.cuda, counters, gst_cuda_context);
+#ifdef CIPC_HAVE_GST_GL
+  if (kind == cipc_gst::SrcOutputKind::kGl) {
+    std::string why;
+    GstGLContext* gl = p.gl_context.ensure(GST_ELEMENT(self), &why);
+    if (!gl) {
+      GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS, ("Cannot output GL memory: %s.", why.c_str()),
+                        (nullptr));
+      return FALSE;
+    }
+    p.output = cipc_gst::make_gl_output(p.out_info, gl, &p.cuda, counters);
+    gst_object_unref(gl);
+  }
+#endif
+  if (!p.output)
+    p.output = cipc_gst::make_src_output(kind, p.out_info, &p.cuda, counters, gst_cuda_context);
   if (!p.output && kind == cipc_gst::SrcOutputKind::kGstCudaWrapped) {
     GST_WARNING_OBJECT(self, "could not wrap slots as GStreamer CUDA memory: copying frames");
     kind = cipc_gst::SrcOutputKind::kGstCuda;
@@ -558,9 +617,17 @@ static GstCudaContext* our_gst_cuda_context(GstCudaSrcIpc* self) {
   return self->priv->cuda_context.get(GST_ELEMENT(self), context_device(self));
 }
 
+#endif
+
+#if defined(CIPC_HAVE_GST_CUDA) || defined(CIPC_HAVE_GST_GL)
 static void gst_cuda_src_ipc_set_context(GstElement* element, GstContext* context) {
   auto* self = GST_CUDA_SRC_IPC(element);
+#ifdef CIPC_HAVE_GST_CUDA
   self->priv->cuda_context.set(element, context, context_device(self));
+#endif
+#ifdef CIPC_HAVE_GST_GL
+  self->priv->gl_context.set(element, context);
+#endif
   GST_ELEMENT_CLASS(gst_cuda_src_ipc_parent_class)->set_context(element, context);
 }
 #endif
@@ -572,6 +639,10 @@ static gboolean gst_cuda_src_ipc_query(GstBaseSrc* src, GstQuery* query) {
   // they get our primary context's wrapper, so the process keeps one context per device.
   if (self->priv->cuda_context.answer_query(GST_ELEMENT(self), query, context_device(self)))
     return TRUE;
+#endif
+#ifdef CIPC_HAVE_GST_GL
+  // GL elements downstream ask for the GL display and context.
+  if (self->priv->gl_context.answer_query(GST_ELEMENT(self), query)) return TRUE;
 #endif
   if (GST_QUERY_TYPE(query) == GST_QUERY_LATENCY) {
     const Settings s = snapshot_settings(self);
@@ -996,7 +1067,7 @@ static void gst_cuda_src_ipc_class_init(GstCudaSrcIpcClass* klass) {
   basesrc_class->stop = GST_DEBUG_FUNCPTR(gst_cuda_src_ipc_stop);
   basesrc_class->unlock = GST_DEBUG_FUNCPTR(gst_cuda_src_ipc_unlock);
   basesrc_class->unlock_stop = GST_DEBUG_FUNCPTR(gst_cuda_src_ipc_unlock_stop);
-#ifdef CIPC_HAVE_GST_CUDA
+#if defined(CIPC_HAVE_GST_CUDA) || defined(CIPC_HAVE_GST_GL)
   element_class->set_context = GST_DEBUG_FUNCPTR(gst_cuda_src_ipc_set_context);
 #endif
   basesrc_class->get_caps = GST_DEBUG_FUNCPTR(gst_cuda_src_ipc_get_caps);

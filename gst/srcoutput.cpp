@@ -32,6 +32,7 @@ SrcOutputKind choose_src_output(const SrcOutputRequest& r) {
   if (r.caps_gst_cuda)
     return r.gst_cuda_can_wrap && !r.io_mode_copy ? SrcOutputKind::kGstCudaWrapped
                                                   : SrcOutputKind::kGstCuda;
+  if (r.caps_gl) return SrcOutputKind::kGl;  // the copy into the texture frees the slot at once
   if (!r.caps_cuda_ipc) return SrcOutputKind::kDownload;
   return r.io_mode_copy ? SrcOutputKind::kCopy : SrcOutputKind::kShared;
 }
@@ -43,6 +44,7 @@ const char* describe(SrcOutputKind kind) {
     case SrcOutputKind::kDownload: return "by download into downstream buffers";
     case SrcOutputKind::kGstCuda: return "as copies into GStreamer CUDA memory";
     case SrcOutputKind::kGstCudaWrapped: return "as GStreamer CUDA memory wrapping the slots";
+    case SrcOutputKind::kGl: return "as copies into GL textures (CUDA-OpenGL interop)";
   }
   return "?";
 }

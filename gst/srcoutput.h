@@ -3,7 +3,8 @@
 // the producer's slot itself (zero copies), a private device copy (io-mode=copy), one download
 // into downstream's own buffer (system memory), one device-to-device copy into GStreamer CUDA
 // memory (nvcodec), or GStreamer CUDA memory wrapping the slot (nvcodec, GStreamer 1.24 and later:
-// wrappedcudaoutput.h). choose_src_output() says which the negotiated caps ask for; the element
+// wrappedcudaoutput.h), or one device-to-device copy into a GL texture (gloutput.h).
+// choose_src_output() says which the negotiated caps ask for; the element
 // makes that output on set_caps and calls make() for every frame.
 #pragma once
 
@@ -32,6 +33,7 @@ enum class SrcOutputKind {
   kDownload,        // one device-to-host copy into downstream's buffer (CUDA producer, system caps)
   kGstCuda,         // one device-to-device copy into GStreamer CUDA memory (nvcodec downstream)
   kGstCudaWrapped,  // GStreamer CUDA memory wrapping the producer's slot (GStreamer >= 1.24)
+  kGl,              // one device-to-device copy into a GL texture (gloutput.h)
 };
 
 // What decides the output: the producer's memory, the negotiated caps' memory feature, io-mode.
@@ -39,6 +41,7 @@ struct SrcOutputRequest {
   bool producer_cuda = false;  // the producer shares CUDA memory
   bool caps_cuda_ipc = false;  // memory:CUDAIPCMemory negotiated
   bool caps_gst_cuda = false;  // memory:CUDAMemory (GStreamer's) negotiated
+  bool caps_gl = false;        // memory:GLMemory negotiated
   bool io_mode_copy = false;   // io-mode=copy
   // GstCudaMemory can wrap the slot: GStreamer >= 1.24, and the pipeline's CUDA context is the
   // primary one the slots are imported in (gst_cuda_can_wrap_device_memory(), is_primary_context).
@@ -85,7 +88,8 @@ class SrcOutput {
 // outlive it and be set up for a CUDA producer; kGstCudaWrapped needs `gst_cuda_context` (the
 // pipeline's, our primary context's wrapper), which it references. nullptr for a CUDA output in
 // a build without CUDA (never chosen there: the producer cannot be CUDA), and for
-// kGstCudaWrapped where it cannot be made (the caller then asks for kGstCuda).
+// kGstCudaWrapped where it cannot be made (the caller then asks for kGstCuda). kGl is made by
+// make_gl_output() (gloutput.h), which needs the GL context.
 std::unique_ptr<SrcOutput> make_src_output(SrcOutputKind kind, const GstVideoInfo& out_info,
                                            SrcCudaSide* cuda, SrcOutputCounters counters,
                                            GstCudaContext* gst_cuda_context = nullptr);

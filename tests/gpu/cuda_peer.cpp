@@ -8,7 +8,7 @@
 //   cudaipc-cuda-peer consume --socket P [--frames N --record FILE --io-mode import|copy
 //                             --arrivals FILE --hold-ms M --timeout-s T --device D
 //                             --max-in-flight M --cpu-map 1
-//                             --transport cuda|gst-cuda|host|shm
+//                             --transport cuda|gst-cuda|gl|host|shm
 //                             --width W --height H]
 //   cudaipc-cuda-peer display --socket P [--frames N --io-mode import|copy --arrivals FILE]
 //   cudaipc-cuda-peer fake-producer --socket P
@@ -51,6 +51,9 @@
 // nvcodec element downstream would: it orders its work after the memory's stream (GPU-side) and
 // checksums the frame where the memory's device pointer says it is; on its first frame it prints
 // GSTCUDA readonly=0|1 (whether the memory is marked read-only, as a wrapped slot is).
+// --transport gl makes the consumer take GL memory (memory:GLMemory, BGRA), as glimagesink would,
+// and read it back with gldownload: the frames are then checksummed as host memory is (uploaded
+// here first). GL needs a display or, headless, GST_GL_WINDOW=egl-device GST_GL_PLATFORM=egl.
 // --cpu-map 1 makes the consumer read frames with gst_buffer_map() (checksummed on the CPU), as
 // an element that knows nothing of CUDA would. --streaming-thread 1 handles each frame in the
 // pipeline's streaming thread (appsink's new-sample callback), as an element downstream of
@@ -882,9 +885,9 @@ bool report_error(GstBus* bus, GstClockTime wait) {
 int consume(const Options& o) {
   // cuda: frames stay in CUDA memory. host: the producer is in host memory (--source host), the
   // frame is uploaded here. shm: the stock-element detour (--source detour), uploaded here too.
-  const bool gst_cuda = o.transport == "gst-cuda";
+  const bool gst_cuda = o.transport == "gst-cuda", gl = o.transport == "gl";
   const bool cuda = o.transport == "cuda" || gst_cuda, shm = o.transport == "shm";
-  if (!cuda && !shm && o.transport != "host") die("unknown --transport " + o.transport);
+  if (!cuda && !shm && !gl && o.transport != "host") die("unknown --transport " + o.transport);
 #ifndef CIPC_HAVE_GST_CUDA
   if (gst_cuda) die("--transport gst-cuda needs a build with GStreamer's CUDA library");
 #endif
@@ -899,6 +902,8 @@ int consume(const Options& o) {
              (o.device >= 0 ? " cuda-device-id=" + std::to_string(o.device) : "") +
              (gst_cuda ? " ! video/x-raw(memory:CUDAMemory)"
               : cuda   ? " ! video/x-raw(memory:CUDAIPCMemory)"
+              : gl     ? " ! video/x-raw(memory:GLMemory),format=BGRA ! gldownload ! "
+                         "video/x-raw,format=BGRA"
                        : " ! video/x-raw");
   }
   launch += " ! appsink name=out sync=false max-buffers=4 enable-last-sample=false";

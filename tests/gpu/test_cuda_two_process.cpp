@@ -334,6 +334,24 @@ TEST_F(GpuTwoProcess, GstCudaMemoryDownstreamGetsTheSlotWrappedFromGstreamer124)
       << transcript.substr(0, 2000);
 }
 
+// Issue 26: a CUDA producer's frames reach GL memory (as glimagesink takes them) by one copy on
+// the GPU into each texture, never through the CPU: the consumer reads the textures back with
+// gldownload and checksums them, every frame must equal the producer's, and cudasrc-ipc counts
+// one device copy and no download per frame. Headless GPU machines give GL through EGL on the
+// device (tests/gpu/run-on-gpu sets GST_GL_WINDOW=egl-device GST_GL_PLATFORM=egl).
+TEST_F(GpuTwoProcess, GlMemoryDownstreamGetsEachFrameCopiedOnTheGpuBitExact) {
+#if !CIPC_TEST_GST_GL
+  GTEST_SKIP() << "built without GStreamer's GL library: no memory:GLMemory output";
+#endif
+  if (!std::getenv("DISPLAY") && !std::getenv("WAYLAND_DISPLAY") && !std::getenv("GST_GL_PLATFORM"))
+    GTEST_SKIP() << "no display and no GST_GL_PLATFORM: GL has nothing to run on here";
+  std::string transcript;
+  const auto stats = run_bit_exact(1920, 1080, 300, {}, {"--transport", "gl"}, 0, &transcript);
+  EXPECT_EQ(stat_of(stats.second, "device-copies"), 300u) << stats.second;
+  EXPECT_EQ(stat_of(stats.second, "downloads"), 0u) << stats.second;
+  EXPECT_FALSE(contains(transcript, "ERROR")) << transcript.substr(0, 3000);
+}
+
 // Issue 29: consumers SIGKILLed while they hold frames as GstCudaMemory (wrapped slots from 1.24):
 // the producer reclaims every claim and keeps streaming, GPU memory in use is flat from cycle 5
 // to cycle 50 (the producer stays up throughout), and a last consumer gets exact frames.

@@ -21,6 +21,9 @@
 #include "slotpool.h"
 #include "srcoutput.h"
 #include "waker.h"
+#ifdef CIPC_HAVE_GST_GL
+#include "gloutput.h"
+#endif
 #ifdef CIPC_HAVE_GST_CUDA
 #include "cudainterop.h"
 #include "wrappedcudaoutput.h"
@@ -350,6 +353,7 @@ TEST_F(Glue, SourceOutputFollowsProducerMemoryCapsAndIoMode) {
     bool producer_cuda, caps_cuda_ipc, caps_gst_cuda, io_copy;
     SrcOutputKind expected;
     bool can_wrap = false;  // GStreamer >= 1.24 and the slots' own context
+    bool caps_gl = false;   // memory:GLMemory
   };
   const Row rows[] = {
       // A host producer's slots go downstream as they are, whatever the caps or io-mode.
@@ -368,6 +372,11 @@ TEST_F(Glue, SourceOutputFollowsProducerMemoryCapsAndIoMode) {
       {true, false, true, true, SrcOutputKind::kGstCuda, true},
       // (a host producer's slots are never wrapped)
       {false, false, true, false, SrcOutputKind::kShared, true},
+      // ... GL memory: one copy into a texture, with or without io-mode=copy (a host
+      // producer's frames reach GL through glupload, as system memory) ...
+      {true, false, false, false, SrcOutputKind::kGl, false, true},
+      {true, false, false, true, SrcOutputKind::kGl, false, true},
+      {false, false, false, false, SrcOutputKind::kShared, false, true},
       // ... or system memory (one download).
       {true, false, false, false, SrcOutputKind::kDownload},
       {true, false, false, true, SrcOutputKind::kDownload},
@@ -379,11 +388,12 @@ TEST_F(Glue, SourceOutputFollowsProducerMemoryCapsAndIoMode) {
     request.caps_gst_cuda = r.caps_gst_cuda;
     request.io_mode_copy = r.io_copy;
     request.gst_cuda_can_wrap = r.can_wrap;
+    request.caps_gl = r.caps_gl;
     const SrcOutputKind kind = cipc_gst::choose_src_output(request);
     EXPECT_EQ(kind, r.expected) << "producer_cuda " << r.producer_cuda << " cuda-ipc caps "
                                 << r.caps_cuda_ipc << " gst-cuda caps " << r.caps_gst_cuda
                                 << " io-mode=copy " << r.io_copy << " can wrap " << r.can_wrap
-                                << ": " << cipc_gst::describe(kind);
+                                << " gl caps " << r.caps_gl << ": " << cipc_gst::describe(kind);
   }
   // Every build makes the shared output; the CUDA ones only a CUDA build (their frames, and
   // the shared output's, are checked end to end: tests/e2e, tests/gpu).
@@ -760,6 +770,39 @@ TEST_F(Glue, PoolGenerationsPassOnTheCurrentPoolsLimitAndFlushingOnly) {
   gst_caps_unref(b);
   gst_caps_unref(a);
 }
+
+#ifdef CIPC_HAVE_GST_GL
+// Issue 26: what cudasrc-ipc offers GL elements for a CUDA producer's caps: GL memory with a 2D
+// texture for the four 4-byte formats one RGBA8 texture holds as they are, nothing otherwise
+// (NV12, I420... go to GL as system memory, through glupload).
+TEST_F(Glue, GlMemoryIsOfferedForFourByteFormatsOnlyAsTwoDimensionalTextures) {
+  const std::pair<const char*, bool> formats[] = {{"BGRA", true},  {"RGBA", true},  {"BGRx", true},
+                                                  {"RGBx", true},  {"NV12", false}, {"I420", false},
+                                                  {"GRAY8", false}};
+  for (const auto& [format, expected] : formats) {
+    SCOPED_TRACE(format);
+    GstCaps* producer = gst_caps_new_simple("video/x-raw", "format", G_TYPE_STRING, format, "width",
+                                            G_TYPE_INT, 64, "height", G_TYPE_INT, 48, "framerate",
+                                            GST_TYPE_FRACTION, 30, 1, nullptr);
+    GstCaps* gl = cipc_gst::caps_with_gl_memory(producer);
+    EXPECT_EQ(cipc_gst::gl_output_supports(gst_video_format_from_string(format)), expected);
+    ASSERT_EQ(gst_caps_is_empty(gl), !expected) << gst_caps_to_string(gl);
+    if (expected) {
+      EXPECT_TRUE(cipc_gst::caps_have_gl_memory(gl));
+      const GstStructure* st = gst_caps_get_structure(gl, 0);
+      EXPECT_STREQ(gst_structure_get_string(st, "texture-target"), "2D");
+      EXPECT_STREQ(gst_structure_get_string(st, "format"), format);
+      GstCaps* plain = gst_caps_copy(gl);
+      gst_caps_set_features(plain, 0, gst_caps_features_new_empty());
+      EXPECT_FALSE(cipc_gst::caps_have_gl_memory(plain));
+      gst_caps_unref(plain);
+    }
+    EXPECT_FALSE(cipc_gst::caps_have_gl_memory(producer));
+    gst_caps_unref(gl);
+    gst_caps_unref(producer);
+  }
+}
+#endif
 
 #ifdef CIPC_HAVE_GST_CUDA
 // GStreamer 1.22 registers its CUDA allocator only when the nvcodec plugin loads; cudasrc-ipc's

@@ -1,0 +1,37 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// cudasrc-ipc's output for GL memory (video/x-raw(memory:GLMemory): glimagesink, glcolorconvert,
+// gldownload...): each frame is copied on the GPU from the producer's slot into a texture of
+// downstream's GL pool through CUDA-OpenGL interop (the texture is registered with CUDA once and
+// cached on its GstGLMemory), so the picture reaches the screen with no download. The copy waits
+// for the producer's frame on the GPU; GL commands issued after it start only once it is done
+// (the driver orders them), and a GL sync meta orders readers in other GL contexts. The frame's
+// claim goes back to the producer once the copy has read the slot, without a CPU wait.
+// Frames of 4 bytes per pixel only (RGBA, BGRA, RGBx, BGRx: one RGBA8 texture).
+#pragma once
+
+#include <gst/gl/gl.h>
+#include <gst/gst.h>
+#include <gst/video/video.h>
+
+#include <memory>
+
+#include "srcoutput.h"
+
+namespace cipc_gst {
+
+// Formats this output takes.
+bool gl_output_supports(GstVideoFormat format);
+// The producer's caps as GL memory (texture-target=2D), for the formats above: empty caps when
+// the producer's format is not one of them.
+GstCaps* caps_with_gl_memory(GstCaps* producer_caps);
+bool caps_have_gl_memory(const GstCaps* caps);
+
+// Puts a GL buffer pool on `context` for `caps` into an allocation query (downstream's own when
+// it offered one on the same context), with the GL sync meta when downstream takes it.
+bool decide_gl_pool(GstQuery* query, GstCaps* caps, GstGLContext* context);
+
+// The output, writing into textures of `context` (referenced) with `cuda`'s device and stream.
+std::unique_ptr<SrcOutput> make_gl_output(const GstVideoInfo& out_info, GstGLContext* context,
+                                          SrcCudaSide* cuda, SrcOutputCounters counters);
+
+}  // namespace cipc_gst
