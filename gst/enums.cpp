@@ -88,6 +88,23 @@ GType gst_cipc_io_mode_get_type(void) {
   return type;
 }
 
+GType gst_cipc_gl_import_get_type(void) {
+  static GType type = [] {
+    static const GEnumValue values[] = {
+        {GST_CIPC_GL_IMPORT_NONE,
+         "Do not offer GL memory: GL elements take system memory (one download per frame, then "
+         "GL's own upload)",
+         "none"},
+        {GST_CIPC_GL_IMPORT_CUDA_INTEROP,
+         "Offer GL memory for RGBA, BGRA, RGBx and BGRx: each frame is copied on the GPU into a "
+         "texture of downstream's GL pool through CUDA-OpenGL interop (no download)",
+         "cuda-interop"},
+        {0, nullptr, nullptr}};
+    return register_enum("GstCipcGlImport", values);
+  }();
+  return type;
+}
+
 GType gst_cipc_bit_alignment_get_type(void) {
   static GType type = [] {
     static const GEnumValue values[] = {

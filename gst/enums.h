@@ -28,6 +28,12 @@ typedef enum {
   GST_CIPC_IO_COPY = 1,
 } GstCipcIoMode;
 
+// How cudasrc-ipc hands a CUDA producer's frames to GL elements (memory:GLMemory).
+typedef enum {
+  GST_CIPC_GL_IMPORT_NONE = 0,          // not as GL memory: system memory, then GL's upload
+  GST_CIPC_GL_IMPORT_CUDA_INTEROP = 1,  // one device copy into a GL texture (CUDA-GL interop)
+} GstCipcGlImport;
+
 // Where the 10 bits of a RAW10 sample lie in its 16-bit word: the bit-alignment property of
 // bgratorg10 and rg10tobgra. The concept is bayer/cfa.h's cipc_bayer::BitAlignment; this is
 // only its GEnum face, mapped by gst_cipc_bit_alignment_to_bayer().
@@ -76,6 +82,7 @@ GType gst_cipc_precision_get_type(void);
 GType gst_cipc_input_mode_get_type(void);
 GType gst_cipc_sync_mode_get_type(void);  // cipc::SyncMode: gpu-events | cpu
 GType gst_cipc_io_mode_get_type(void);
+GType gst_cipc_gl_import_get_type(void);
 GType gst_cipc_sink_memory_get_type(void);  // cipc::MemoryKind: host | cuda
 GType gst_cipc_src_memory_get_type(void);   // cipc::MemoryKind: auto | host | cuda
 GType gst_cipc_copy_policy_get_type(void);

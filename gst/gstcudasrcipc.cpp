@@ -67,6 +67,7 @@ enum {
   PROP_STATS_INTERVAL,
   PROP_CUDA_DEVICE_ID,
   PROP_IO_MODE,
+  PROP_GL_IMPORT,
   PROP_STATS,
 };
 
@@ -86,6 +87,8 @@ constexpr guint64 kMaxProcessingDeadline = 3600 * GST_SECOND;
 #define DEFAULT_STATS_INTERVAL 0
 #define DEFAULT_CUDA_DEVICE_ID -1
 #define DEFAULT_IO_MODE GST_CIPC_IO_IMPORT
+// GL output stays opt-in until it has run on a GPU (issue 26).
+#define DEFAULT_GL_IMPORT GST_CIPC_GL_IMPORT_NONE
 
 namespace {
 
@@ -101,6 +104,7 @@ struct Settings {
   guint stats_interval = DEFAULT_STATS_INTERVAL;
   gint cuda_device_id = DEFAULT_CUDA_DEVICE_ID;
   GstCipcIoMode io_mode = DEFAULT_IO_MODE;
+  GstCipcGlImport gl_import = DEFAULT_GL_IMPORT;
 };
 
 struct Counters {
@@ -269,6 +273,7 @@ static void gst_cuda_src_ipc_set_property(GObject* object, guint prop_id, const 
     case PROP_STATS_INTERVAL: s.stats_interval = g_value_get_uint(value); break;
     case PROP_CUDA_DEVICE_ID: s.cuda_device_id = g_value_get_int(value); break;
     case PROP_IO_MODE: s.io_mode = static_cast<GstCipcIoMode>(g_value_get_enum(value)); break;
+    case PROP_GL_IMPORT: s.gl_import = static_cast<GstCipcGlImport>(g_value_get_enum(value)); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK(self);
@@ -295,6 +300,7 @@ static void gst_cuda_src_ipc_get_property(GObject* object, guint prop_id, GValue
     case PROP_STATS_INTERVAL: g_value_set_uint(value, s.stats_interval); break;
     case PROP_CUDA_DEVICE_ID: g_value_set_int(value, s.cuda_device_id); break;
     case PROP_IO_MODE: g_value_set_enum(value, s.io_mode); break;
+    case PROP_GL_IMPORT: g_value_set_enum(value, s.gl_import); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
   }
   GST_OBJECT_UNLOCK(self);
@@ -384,7 +390,7 @@ static gboolean gst_cuda_src_ipc_unlock_stop(GstBaseSrc* src) {
 // What we can output for the producer's caps: the producer's memory itself (CUDA: with the
 // memory:CUDAIPCMemory feature, preferred), or - for a CUDA producer - system memory through one
 // download, offering BGRx for BGRA (and RGBx for RGBA) since the alpha byte is just carried.
-static GstCaps* output_caps(bool producer_cuda, GstCaps* producer_caps) {
+static GstCaps* output_caps(bool producer_cuda, GstCaps* producer_caps, bool offer_gl) {
   if (!producer_cuda) return gst_caps_ref(producer_caps);
   GstCaps* device = gst_caps_copy(producer_caps);
   gst_caps_set_features(device, 0,
@@ -395,7 +401,9 @@ static GstCaps* output_caps(bool producer_cuda, GstCaps* producer_caps) {
 #endif
 #ifdef CIPC_HAVE_GST_GL
   // Then GL textures (one copy on the GPU), before system memory (a download, then glupload).
-  gst_caps_append(device, cipc_gst::caps_with_gl_memory(producer_caps));
+  if (offer_gl) gst_caps_append(device, cipc_gst::caps_with_gl_memory(producer_caps));
+#else
+  (void)offer_gl;
 #endif
   GstCaps* system = gst_caps_copy(producer_caps);
   GstStructure* st0 = gst_caps_get_structure(system, 0);
@@ -424,7 +432,8 @@ static GstCaps* current_output_caps(GstCudaSrcIpc* self) {
   SrcPrivate& p = *self->priv;
   GstCaps* caps = nullptr;
   GST_OBJECT_LOCK(self);
-  if (p.caps) caps = output_caps(p.producer_cuda, p.caps);
+  if (p.caps)
+    caps = output_caps(p.producer_cuda, p.caps, p.settings.gl_import != GST_CIPC_GL_IMPORT_NONE);
   GST_OBJECT_UNLOCK(self);
   return caps;
 }
@@ -1042,6 +1051,15 @@ static void gst_cuda_src_ipc_class_init(GstCudaSrcIpcClass* klass) {
       object_class, PROP_IO_MODE,
       g_param_spec_enum("io-mode", "I/O mode", io_mode_blurb(), gst_cipc_io_mode_get_type(),
                         DEFAULT_IO_MODE, rw_ready));
+#ifdef CIPC_HAVE_GST_GL
+  g_object_class_install_property(
+      object_class, PROP_GL_IMPORT,
+      g_param_spec_enum("gl-import", "GL import",
+                        "How a CUDA producer's frames reach GL elements downstream (glimagesink): "
+                        "as system memory (none), or as GL textures written on the GPU "
+                        "(cuda-interop; not yet run on a GPU, hence not the default)",
+                        gst_cipc_gl_import_get_type(), DEFAULT_GL_IMPORT, rw_ready));
+#endif
   g_object_class_install_property(
       object_class, PROP_STATS,
       g_param_spec_boxed(
@@ -1080,6 +1098,9 @@ static void gst_cuda_src_ipc_class_init(GstCudaSrcIpcClass* klass) {
   GST_DEBUG_CATEGORY_INIT(gst_cuda_src_ipc_debug, "cudaipc-src", 0, "cudasrc-ipc element");
   gst_type_mark_as_plugin_api(gst_cipc_src_memory_get_type(), static_cast<GstPluginAPIFlags>(0));
   gst_type_mark_as_plugin_api(gst_cipc_io_mode_get_type(), static_cast<GstPluginAPIFlags>(0));
+#ifdef CIPC_HAVE_GST_GL
+  gst_type_mark_as_plugin_api(gst_cipc_gl_import_get_type(), static_cast<GstPluginAPIFlags>(0));
+#endif
 }
 
 static void gst_cuda_src_ipc_init(GstCudaSrcIpc* self) {
