@@ -48,6 +48,7 @@
 #include "gloutput.h"
 #endif
 #include "slotmemory.h"
+#include "srcnegotiation.h"
 #include "srcoutput.h"
 #include "urihandler.h"
 
@@ -387,53 +388,14 @@ static gboolean gst_cuda_src_ipc_unlock_stop(GstBaseSrc* src) {
   return TRUE;
 }
 
-// What we can output for the producer's caps: the producer's memory itself (CUDA: with the
-// memory:CUDAIPCMemory feature, preferred), or - for a CUDA producer - system memory through one
-// download, offering BGRx for BGRA (and RGBx for RGBA) since the alpha byte is just carried.
-static GstCaps* output_caps(bool producer_cuda, GstCaps* producer_caps, bool offer_gl) {
-  if (!producer_cuda) return gst_caps_ref(producer_caps);
-  GstCaps* device = gst_caps_copy(producer_caps);
-  gst_caps_set_features(device, 0,
-                        gst_caps_features_new(GST_CAPS_FEATURE_MEMORY_CUDA_IPC, nullptr));
-#ifdef CIPC_HAVE_GST_CUDA
-  // After our own memory (zero copies), before system memory (a download).
-  gst_caps_append(device, cipc_gst::caps_with_gst_cuda_memory(producer_caps));
-#endif
-#ifdef CIPC_HAVE_GST_GL
-  // Then GL textures (one copy on the GPU), before system memory (a download, then glupload).
-  if (offer_gl) gst_caps_append(device, cipc_gst::caps_with_gl_memory(producer_caps));
-#else
-  (void)offer_gl;
-#endif
-  GstCaps* system = gst_caps_copy(producer_caps);
-  GstStructure* st0 = gst_caps_get_structure(system, 0);
-  const gchar* format = gst_structure_get_string(st0, "format");
-  const gchar* padded = !format                       ? nullptr
-                        : g_str_equal(format, "BGRA") ? "BGRx"
-                        : g_str_equal(format, "RGBA") ? "RGBx"
-                                                      : nullptr;
-  if (padded) {
-    GValue list = G_VALUE_INIT, v = G_VALUE_INIT;
-    g_value_init(&list, GST_TYPE_LIST);
-    g_value_init(&v, G_TYPE_STRING);
-    g_value_set_string(&v, format);
-    gst_value_list_append_value(&list, &v);
-    g_value_set_string(&v, padded);
-    gst_value_list_append_value(&list, &v);
-    gst_structure_take_value(st0, "format", &list);
-    g_value_unset(&v);
-  }
-  gst_caps_append(device, system);
-  return device;
-}
-
 // The producer's caps as we can output them, or nullptr before the producer sent any.
 static GstCaps* current_output_caps(GstCudaSrcIpc* self) {
   SrcPrivate& p = *self->priv;
   GstCaps* caps = nullptr;
   GST_OBJECT_LOCK(self);
   if (p.caps)
-    caps = output_caps(p.producer_cuda, p.caps, p.settings.gl_import != GST_CIPC_GL_IMPORT_NONE);
+    caps = cipc_gst::src_output_caps(p.producer_cuda, p.caps,
+                                     p.settings.gl_import != GST_CIPC_GL_IMPORT_NONE);
   GST_OBJECT_UNLOCK(self);
   return caps;
 }
@@ -449,93 +411,53 @@ static GstCaps* gst_cuda_src_ipc_get_caps(GstBaseSrc* src, GstCaps* filter) {
   return caps;
 }
 
-// Downloads go into downstream's pool. Downstream without a pool (appsink, fakesink with system
-// caps) gets a video pool sized for the frame: GstBaseSrc's default would be sized 0.
 #ifdef CIPC_HAVE_GST_CUDA
 static int context_device(GstCudaSrcIpc* self);
 static GstCudaContext* our_gst_cuda_context(GstCudaSrcIpc* self);
+#endif
 
-// GStreamer CUDA memory downstream: its GstCudaBufferPool if it offers one, else ours on the
-// shared context. Either way frames are copied into it on the GPU.
-static void decide_gst_cuda_pool(GstCudaSrcIpc* self, GstQuery* query, GstCaps* caps,
-                                 const GstVideoInfo& info) {
-  GstBufferPool* pool = nullptr;
-  guint size = 0, min = 0, max = 0;
-  const bool offered = gst_query_get_n_allocation_pools(query) > 0;
-  if (offered) gst_query_parse_nth_allocation_pool(query, 0, &pool, &size, &min, &max);
-  if (pool && !GST_IS_CUDA_BUFFER_POOL(pool)) gst_clear_object(&pool);
-  if (!pool) {
-    GstCudaContext* context = our_gst_cuda_context(self);
-    if (!context) return;  // left to basesrc: create() reports it
-    pool = cipc_gst::new_gst_cuda_buffer_pool(context);
-    gst_object_unref(context);
-  }
-  size = MAX(size, static_cast<guint>(GST_VIDEO_INFO_SIZE(&info)));
-  GstStructure* config = gst_buffer_pool_get_config(pool);
-  gst_buffer_pool_config_set_params(config, caps, size, min, max);
-  gst_buffer_pool_config_add_option(config, GST_BUFFER_POOL_OPTION_VIDEO_META);
-  if (!gst_buffer_pool_set_config(pool, config)) {
-    // The pool pads rows to the device's pitch and says so by refusing with its own size: take
-    // that (basesrc configures the pool again with the size in the query, which must be its own).
-    config = gst_buffer_pool_get_config(pool);
-    if (!gst_buffer_pool_set_config(pool, config))
-      GST_WARNING_OBJECT(self, "GStreamer's CUDA buffer pool refused its own configuration");
-  }
-  config = gst_buffer_pool_get_config(pool);
-  gst_buffer_pool_config_get_params(config, nullptr, &size, nullptr, nullptr);
-  gst_structure_free(config);
-  if (offered)
-    gst_query_set_nth_allocation_pool(query, 0, pool, size, min, max);
-  else
-    gst_query_add_allocation_pool(query, pool, size, min, max);
-  gst_object_unref(pool);
+#ifdef CIPC_HAVE_GST_GL
+// GL memory downstream: a GL pool on the context frames are written in.
+static gboolean decide_gl_allocation(GstCudaSrcIpc* self, GstQuery* query, GstCaps* caps) {
+  std::string why;
+  GstGLContext* context = self->priv->gl_context.ensure(GST_ELEMENT(self), &why);
+  const bool ok = context && cipc_gst::decide_gl_pool(query, caps, context);
+  if (context) gst_object_unref(context);
+  if (!ok)
+    GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS,
+                      ("Cannot output GL memory: %s.",
+                       why.empty() ? "no GL buffer pool could be configured" : why.c_str()),
+                      ("caps %" GST_PTR_FORMAT, caps));
+  return ok;
 }
 #endif
 
+// The pool downstream's memory needs (srcnegotiation.h); our own memory needs none.
 static gboolean gst_cuda_src_ipc_decide_allocation(GstBaseSrc* src, GstQuery* query) {
+  auto* self = GST_CUDA_SRC_IPC(src);
   GstCaps* caps = nullptr;
   gst_query_parse_allocation(query, &caps, nullptr);
   GstVideoInfo info;
+  if (!caps || !gst_video_info_from_caps(&info, caps))
+    return GST_BASE_SRC_CLASS(gst_cuda_src_ipc_parent_class)->decide_allocation(src, query);
+  switch (cipc_gst::src_caps_memory(caps)) {
+    case cipc_gst::SrcCapsMemory::kCudaIpc: break;
+    case cipc_gst::SrcCapsMemory::kGstCuda: {
 #ifdef CIPC_HAVE_GST_CUDA
-  if (caps && cipc_gst::caps_have_gst_cuda_memory(caps) && gst_video_info_from_caps(&info, caps)) {
-    decide_gst_cuda_pool(GST_CUDA_SRC_IPC(src), query, caps, info);
-    return GST_BASE_SRC_CLASS(gst_cuda_src_ipc_parent_class)->decide_allocation(src, query);
-  }
+      GstCudaContext* context = our_gst_cuda_context(self);
+      cipc_gst::decide_gst_cuda_pool(query, caps, info, context);
+      if (context) gst_object_unref(context);
 #endif
-#ifdef CIPC_HAVE_GST_GL
-  if (caps && cipc_gst::caps_have_gl_memory(caps)) {
-    auto* self = GST_CUDA_SRC_IPC(src);
-    std::string why;
-    GstGLContext* context = self->priv->gl_context.ensure(GST_ELEMENT(self), &why);
-    const bool ok = context && cipc_gst::decide_gl_pool(query, caps, context);
-    if (context) gst_object_unref(context);
-    if (!ok) {
-      GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS,
-                        ("Cannot output GL memory: %s.",
-                         why.empty() ? "no GL buffer pool could be configured" : why.c_str()),
-                        ("caps %" GST_PTR_FORMAT, caps));
-      return FALSE;
+      break;
     }
-    return GST_BASE_SRC_CLASS(gst_cuda_src_ipc_parent_class)->decide_allocation(src, query);
-  }
+    case cipc_gst::SrcCapsMemory::kGl:
+#ifdef CIPC_HAVE_GST_GL
+      if (!decide_gl_allocation(self, query, caps)) return FALSE;
 #endif
-  if (caps && !gst_cipc_caps_have_cuda_memory(caps) && gst_video_info_from_caps(&info, caps)) {
-    GstBufferPool* pool = nullptr;
-    guint size = 0, min = 0, max = 0;
-    const bool offered = gst_query_get_n_allocation_pools(query) > 0;
-    if (offered) gst_query_parse_nth_allocation_pool(query, 0, &pool, &size, &min, &max);
-    if (!pool) pool = gst_video_buffer_pool_new();
-    size = MAX(size, static_cast<guint>(GST_VIDEO_INFO_SIZE(&info)));
-    GstStructure* config = gst_buffer_pool_get_config(pool);
-    gst_buffer_pool_config_set_params(config, caps, size, min, max);
-    if (gst_query_find_allocation_meta(query, GST_VIDEO_META_API_TYPE, nullptr))
-      gst_buffer_pool_config_add_option(config, GST_BUFFER_POOL_OPTION_VIDEO_META);
-    gst_buffer_pool_set_config(pool, config);  // a pool that refuses keeps its own, checked on use
-    if (offered)
-      gst_query_set_nth_allocation_pool(query, 0, pool, size, min, max);
-    else
-      gst_query_add_allocation_pool(query, pool, size, min, max);
-    gst_object_unref(pool);
+      break;
+    case cipc_gst::SrcCapsMemory::kSystem:
+      cipc_gst::decide_system_memory_pool(query, caps, info);
+      break;
   }
   return GST_BASE_SRC_CLASS(gst_cuda_src_ipc_parent_class)->decide_allocation(src, query);
 }
@@ -661,27 +583,9 @@ static gboolean gst_cuda_src_ipc_query(GstBaseSrc* src, GstQuery* query) {
   return GST_BASE_SRC_CLASS(gst_cuda_src_ipc_parent_class)->query(src, query);
 }
 
-// The producer's caps string as caps. Flag-set fields (multiview-flags) only parse once their
-// GType exists in this process; should one still not parse, it is left out rather than the
-// whole format refused (consumers only need format, size, layout and rate).
-static GstCaps* parse_producer_caps(GstCudaSrcIpc* self, const std::string& text) {
-  (void)gst_video_multiview_flagset_get_type();
-  (void)gst_video_multiview_flags_get_type();
-  GstCaps* caps = gst_caps_from_string(text.c_str());
-  if (caps) return caps;
-  const size_t at = text.find(", multiview-flags=");
-  if (at == std::string::npos) return nullptr;
-  const size_t end = text.find(", ", at + 2);
-  const std::string without =
-      text.substr(0, at) + (end == std::string::npos ? "" : text.substr(end));
-  GST_WARNING_OBJECT(self, "caps did not parse; retrying without multiview-flags: %s",
-                     text.c_str());
-  return gst_caps_from_string(without.c_str());
-}
-
 static GstFlowReturn apply_caps(GstCudaSrcIpc* self, const cipc::Caps& message) {
   SrcPrivate& p = *self->priv;
-  GstCaps* caps = parse_producer_caps(self, message.caps);
+  GstCaps* caps = cipc_gst::parse_producer_caps(message.caps);
   GstVideoInfo info;
   if (!caps || !gst_video_info_from_caps(&info, caps)) {
     if (caps) gst_caps_unref(caps);
@@ -953,27 +857,6 @@ static void gst_cuda_src_ipc_finalize(GObject* object) {
   G_OBJECT_CLASS(gst_cuda_src_ipc_parent_class)->finalize(object);
 }
 
-// io-mode's description, saying what this build does with GStreamer's CUDA memory downstream.
-static const char* io_mode_blurb() {
-#ifdef CIPC_HAVE_GST_CUDA
-  if (cipc_gst::gst_cuda_can_wrap_device_memory())
-    return "For CUDA memory output: hand downstream the producer's slot (import), or a private "
-           "device copy that releases the slot at once (copy). GStreamer CUDA memory "
-           "(memory:CUDAMemory) downstream gets the slot wrapped with import (this build: "
-           "GStreamer 1.24 or later), a copy with copy. System-memory output is always one "
-           "download into downstream's buffer";
-  return "For CUDA memory output: hand downstream the producer's slot (import), or a private "
-         "device copy that releases the slot at once (copy). GStreamer CUDA memory "
-         "(memory:CUDAMemory) downstream always gets a device copy (this build: GStreamer "
-         "before 1.24 cannot wrap the slot). System-memory output is always one download into "
-         "downstream's buffer";
-#else
-  return "For CUDA memory output: hand downstream the producer's slot (import), or a private "
-         "device copy that releases the slot at once (copy). System-memory output is always one "
-         "download into downstream's buffer";
-#endif
-}
-
 static void gst_cuda_src_ipc_class_init(GstCudaSrcIpcClass* klass) {
   auto* object_class = G_OBJECT_CLASS(klass);
   auto* element_class = GST_ELEMENT_CLASS(klass);
@@ -1049,8 +932,8 @@ static void gst_cuda_src_ipc_class_init(GstCudaSrcIpcClass* klass) {
                        -1, G_MAXINT, DEFAULT_CUDA_DEVICE_ID, rw_ready));
   g_object_class_install_property(
       object_class, PROP_IO_MODE,
-      g_param_spec_enum("io-mode", "I/O mode", io_mode_blurb(), gst_cipc_io_mode_get_type(),
-                        DEFAULT_IO_MODE, rw_ready));
+      g_param_spec_enum("io-mode", "I/O mode", cipc_gst::io_mode_description(),
+                        gst_cipc_io_mode_get_type(), DEFAULT_IO_MODE, rw_ready));
 #ifdef CIPC_HAVE_GST_GL
   g_object_class_install_property(
       object_class, PROP_GL_IMPORT,

@@ -54,6 +54,8 @@ SrcOutputKind choose_src_output(const SrcOutputRequest& request);
 // `layout` (the frame's, as validated) has them.
 void add_layout_meta(GstBuffer* buffer, const GstVideoInfo& out_info, GstVideoInfo layout);
 const char* describe(SrcOutputKind kind);  // for the log: "in the producer's slots", ...
+// io-mode's description, saying what this build does with GStreamer's CUDA memory downstream.
+const char* io_mode_description();
 
 // The GPU side of a CUDA producer: its device, a stream, and io-mode=copy's copies. The element
 // owns it (choose_backend() fills it when a producer attaches); outputs use it per frame.
