@@ -434,7 +434,6 @@ static gboolean decide_gl_allocation(GstCudaSrcIpc* self, GstQuery* query, GstCa
 
 // The pool downstream's memory needs (srcnegotiation.h); our own memory needs none.
 static gboolean gst_cuda_src_ipc_decide_allocation(GstBaseSrc* src, GstQuery* query) {
-  auto* self = GST_CUDA_SRC_IPC(src);
   GstCaps* caps = nullptr;
   gst_query_parse_allocation(query, &caps, nullptr);
   GstVideoInfo info;
@@ -444,7 +443,7 @@ static gboolean gst_cuda_src_ipc_decide_allocation(GstBaseSrc* src, GstQuery* qu
     case cipc_gst::SrcCapsMemory::kCudaIpc: break;
     case cipc_gst::SrcCapsMemory::kGstCuda: {
 #ifdef CIPC_HAVE_GST_CUDA
-      GstCudaContext* context = our_gst_cuda_context(self);
+      GstCudaContext* context = our_gst_cuda_context(GST_CUDA_SRC_IPC(src));
       cipc_gst::decide_gst_cuda_pool(query, caps, info, context);
       if (context) gst_object_unref(context);
 #endif
@@ -452,7 +451,7 @@ static gboolean gst_cuda_src_ipc_decide_allocation(GstBaseSrc* src, GstQuery* qu
     }
     case cipc_gst::SrcCapsMemory::kGl:
 #ifdef CIPC_HAVE_GST_GL
-      if (!decide_gl_allocation(self, query, caps)) return FALSE;
+      if (!decide_gl_allocation(GST_CUDA_SRC_IPC(src), query, caps)) return FALSE;
 #endif
       break;
     case cipc_gst::SrcCapsMemory::kSystem:
