@@ -172,21 +172,16 @@ class GlInteropOutput final : public SrcOutput {
                         ("GL output takes CUDA frames of RGBA, BGRA, RGBx or BGRx"));
       return GST_FLOW_ERROR;
     }
-    GstBufferPool* pool = gst_base_src_get_buffer_pool(src);
     GstBuffer* buffer = nullptr;
-    GstFlowReturn ret = GST_FLOW_ERROR;
-    if (pool) {
-      if (!gst_buffer_pool_is_active(pool)) gst_buffer_pool_set_active(pool, TRUE);
-      ret = gst_buffer_pool_acquire_buffer(pool, &buffer, nullptr);
-      gst_object_unref(pool);
-    }
+    const char* why = nullptr;
+    const GstFlowReturn ret = acquire_from_negotiated_pool(src, &buffer, &why);
     if (ret == GST_FLOW_FLUSHING) return ret;
-    GstMemory* memory = buffer ? gst_buffer_peek_memory(buffer, 0) : nullptr;
+    GstMemory* memory = ret == GST_FLOW_OK ? gst_buffer_peek_memory(buffer, 0) : nullptr;
     if (ret != GST_FLOW_OK || !memory || !gst_is_gl_memory(memory)) {
-      if (buffer) gst_buffer_unref(buffer);
-      GST_ELEMENT_ERROR(src, RESOURCE, NO_SPACE_LEFT, ("Could not get a GL texture for a frame."),
-                        ("%s", ret != GST_FLOW_OK ? gst_flow_get_name(ret)
-                                                  : "the negotiated pool does not make GL memory"));
+      if (ret == GST_FLOW_OK) gst_buffer_unref(buffer);
+      GST_ELEMENT_ERROR(
+          src, RESOURCE, NO_SPACE_LEFT, ("Could not get a GL texture for a frame."),
+          ("%s", ret != GST_FLOW_OK ? why : "the negotiated pool does not make GL memory"));
       return GST_FLOW_ERROR;
     }
     CopyJob job{memory, slot, &layout, &out_info_, cuda_->device, cuda_->stream.handle(), {}};

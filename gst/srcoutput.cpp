@@ -50,6 +50,19 @@ const char* describe(SrcOutputKind kind) {
   return "?";
 }
 
+GstFlowReturn acquire_from_negotiated_pool(GstBaseSrc* src, GstBuffer** out, const char** why) {
+  GstBufferPool* pool = gst_base_src_get_buffer_pool(src);
+  if (!pool) {
+    *why = "no buffer pool was negotiated";
+    return GST_FLOW_ERROR;
+  }
+  if (!gst_buffer_pool_is_active(pool)) gst_buffer_pool_set_active(pool, TRUE);
+  const GstFlowReturn ret = gst_buffer_pool_acquire_buffer(pool, out, nullptr);
+  gst_object_unref(pool);
+  *why = gst_flow_get_name(ret);
+  return ret;
+}
+
 const char* io_mode_description() {
 #ifdef CIPC_HAVE_GST_CUDA
   if (cipc_gst::gst_cuda_can_wrap_device_memory())
@@ -147,20 +160,13 @@ class CopyIntoDownstreamOutput final : public SrcOutput {
   SrcOutputKind kind() const override { return kind_; }
   GstFlowReturn make(GstBaseSrc* src, cipc::ReceivedFrame& frame, const GstVideoInfo& layout,
                      GstBuffer** out) override {
-    GstBufferPool* pool = gst_base_src_get_buffer_pool(src);
     GstBuffer* buffer = nullptr;
-    GstFlowReturn ret = GST_FLOW_ERROR;
-    const bool had_pool = pool != nullptr;
-    if (pool) {
-      if (!gst_buffer_pool_is_active(pool)) gst_buffer_pool_set_active(pool, TRUE);
-      ret = gst_buffer_pool_acquire_buffer(pool, &buffer, nullptr);
-      gst_object_unref(pool);
-    }
+    const char* why = nullptr;
+    const GstFlowReturn ret = acquire_from_negotiated_pool(src, &buffer, &why);
     if (ret == GST_FLOW_FLUSHING) return ret;
     if (ret != GST_FLOW_OK) {
-      GST_ELEMENT_ERROR(
-          src, RESOURCE, NO_SPACE_LEFT, ("Could not get a buffer to download a frame into."),
-          ("%s", had_pool ? gst_flow_get_name(ret) : "no buffer pool was negotiated"));
+      GST_ELEMENT_ERROR(src, RESOURCE, NO_SPACE_LEFT,
+                        ("Could not get a buffer to download a frame into."), ("%s", why));
       return GST_FLOW_ERROR;
     }
     const bool to_host = kind_ == SrcOutputKind::kDownload;

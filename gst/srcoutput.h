@@ -53,7 +53,13 @@ SrcOutputKind choose_src_output(const SrcOutputRequest& request);
 // The GstVideoMeta every output puts on its buffer: the negotiated format, the planes where
 // `layout` (the frame's, as validated) has them.
 void add_layout_meta(GstBuffer* buffer, const GstVideoInfo& out_info, GstVideoInfo layout);
-const char* describe(SrcOutputKind kind);  // for the log: "in the producer's slots", ...
+const char* describe(SrcOutputKind kind);
+// A buffer from the pool negotiated with downstream (activated on first use), for the outputs
+// that copy into downstream's memory. Other than GST_FLOW_OK and GST_FLOW_FLUSHING, *why says
+// what went wrong, for the caller's error.
+GstFlowReturn acquire_from_negotiated_pool(
+    GstBaseSrc* src, GstBuffer** out,
+    const char** why);  // for the log: "in the producer's slots", ...
 // io-mode's description, saying what this build does with GStreamer's CUDA memory downstream.
 const char* io_mode_description();
 
