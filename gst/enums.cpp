@@ -95,9 +95,15 @@ GType gst_cipc_gl_import_get_type(void) {
          "Do not offer GL memory: GL elements take system memory (one download per frame, then "
          "GL's own upload)",
          "none"},
+        {GST_CIPC_GL_IMPORT_AUTO,
+         "Offer GL memory for RGBA, BGRA, RGBx and BGRx and copy each frame into it on the GPU "
+         "(cuda-interop); where CUDA cannot register downstream's textures (a GL context on "
+         "another GPU), warn once and fill them through system memory instead",
+         "auto"},
         {GST_CIPC_GL_IMPORT_CUDA_INTEROP,
          "Offer GL memory for RGBA, BGRA, RGBx and BGRx: each frame is copied on the GPU into a "
-         "texture of downstream's GL pool through CUDA-OpenGL interop (no download)",
+         "texture of downstream's GL pool through CUDA-OpenGL interop (no download); an error "
+         "where CUDA cannot register the textures",
          "cuda-interop"},
         {0, nullptr, nullptr}};
     return register_enum("GstCipcGlImport", values);

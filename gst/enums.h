@@ -32,6 +32,7 @@ typedef enum {
 typedef enum {
   GST_CIPC_GL_IMPORT_NONE = 0,          // not as GL memory: system memory, then GL's upload
   GST_CIPC_GL_IMPORT_CUDA_INTEROP = 1,  // one device copy into a GL texture (CUDA-GL interop)
+  GST_CIPC_GL_IMPORT_AUTO = 2,  // cuda-interop, or through system memory where GL refuses it
 } GstCipcGlImport;
 
 // Where the 10 bits of a RAW10 sample lie in its 16-bit word: the bit-alignment property of

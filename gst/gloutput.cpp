@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "cuda_slots.h"
+#include "cudaframes.h"
 #include "gl_interop.h"
 
 // Logs go to cudasrc-ipc's own category.
@@ -105,6 +106,7 @@ struct CopyJob {
   cipc_cuda::StreamHandle stream;
   cipc_cuda::Status status;
   bool registered_now = false;
+  bool registration_refused = false;  // CUDA cannot write this context's textures
 };
 
 // In the GL thread: the texture mapped for writing (GstGLMemory then knows its CPU copy, if
@@ -134,6 +136,7 @@ void copy_in_gl_thread(GstGLContext* context, gpointer data) {
     } else {
       gst_object_unref(made->context);
       made->context = nullptr;
+      job->registration_refused = true;
     }
   }
   if (s) s = job->slot->wait_ready(job->stream);
@@ -156,11 +159,12 @@ struct ClaimedFrame {
 class GlInteropOutput final : public SrcOutput {
  public:
   GlInteropOutput(const GstVideoInfo& out_info, GstGLContext* context, SrcCudaSide* cuda,
-                  SrcOutputCounters counters)
+                  SrcOutputCounters counters, bool fall_back_to_host)
       : out_info_(out_info),
         context_(GST_GL_CONTEXT(gst_object_ref(context))),
         cuda_(cuda),
-        counters_(counters) {}
+        counters_(counters),
+        may_fall_back_(fall_back_to_host) {}
   ~GlInteropOutput() override { gst_object_unref(context_); }
   SrcOutputKind kind() const override { return SrcOutputKind::kGl; }
 
@@ -184,8 +188,18 @@ class GlInteropOutput final : public SrcOutput {
           ("%s", ret != GST_FLOW_OK ? why : "the negotiated pool does not make GL memory"));
       return GST_FLOW_ERROR;
     }
+    if (through_host_) return download(src, frame, layout, buffer, out);
     CopyJob job{memory, slot, &layout, &out_info_, cuda_->device, cuda_->stream.handle(), {}};
     gst_gl_context_thread_add(context_, copy_in_gl_thread, &job);
+    if (!job.status && job.registration_refused && may_fall_back_) {
+      GST_ELEMENT_WARNING(src, RESOURCE, SETTINGS,
+                          ("CUDA cannot write into this GL context's textures (is GL running on "
+                           "another GPU?): frames now reach GL through system memory, one "
+                           "download each."),
+                          ("%s", job.status.message().c_str()));
+      through_host_ = true;
+      return download(src, frame, layout, buffer, out);
+    }
     if (!job.status) {
       gst_buffer_unref(buffer);
       GST_ELEMENT_ERROR(src, RESOURCE, WRITE,
@@ -212,19 +226,38 @@ class GlInteropOutput final : public SrcOutput {
   }
 
  private:
+  // The fallback: the frame downloaded into the texture's system-memory side (mapped without
+  // GST_MAP_GL), which GstGLMemory uploads when GL next reads it.
+  GstFlowReturn download(GstBaseSrc* src, cipc::ReceivedFrame& frame, const GstVideoInfo& layout,
+                         GstBuffer* buffer, GstBuffer** out) {
+    std::string error;
+    if (!download_into(frame, layout, buffer, out_info_, cuda_->stream.handle(), &error)) {
+      gst_buffer_unref(buffer);
+      GST_ELEMENT_ERROR(src, RESOURCE, READ, ("Could not copy a frame from the GPU."),
+                        ("%s", error.c_str()));
+      return GST_FLOW_ERROR;
+    }
+    ++*counters_.downloads;
+    *out = buffer;
+    return GST_FLOW_OK;
+  }
+
   const GstVideoInfo out_info_;
   GstGLContext* context_;
   SrcCudaSide* cuda_;
   SrcOutputCounters counters_;
+  const bool may_fall_back_;
+  bool through_host_ = false;  // CUDA could not register this context's textures
 };
 
 }  // namespace
 
 std::unique_ptr<SrcOutput> make_gl_output(const GstVideoInfo& out_info, GstGLContext* context,
-                                          SrcCudaSide* cuda, SrcOutputCounters counters) {
+                                          SrcCudaSide* cuda, SrcOutputCounters counters,
+                                          bool fall_back_to_host) {
   if (!cipc_gl_output_debug) GST_DEBUG_CATEGORY_GET(cipc_gl_output_debug, "cudaipc-src");
   if (!context || !cuda) return nullptr;
-  return std::make_unique<GlInteropOutput>(out_info, context, cuda, counters);
+  return std::make_unique<GlInteropOutput>(out_info, context, cuda, counters, fall_back_to_host);
 }
 
 }  // namespace cipc_gst

@@ -31,7 +31,11 @@ bool caps_have_gl_memory(const GstCaps* caps);
 bool decide_gl_pool(GstQuery* query, GstCaps* caps, GstGLContext* context);
 
 // The output, writing into textures of `context` (referenced) with `cuda`'s device and stream.
+// Where CUDA cannot register a texture (GL on another GPU, or a GL without CUDA interop), it
+// warns once and from then on fills the textures' system-memory side with a download, which GL
+// uploads (`fall_back_to_host`), or fails with an error naming the cause.
 std::unique_ptr<SrcOutput> make_gl_output(const GstVideoInfo& out_info, GstGLContext* context,
-                                          SrcCudaSide* cuda, SrcOutputCounters counters);
+                                          SrcCudaSide* cuda, SrcOutputCounters counters,
+                                          bool fall_back_to_host);
 
 }  // namespace cipc_gst

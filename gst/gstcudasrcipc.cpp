@@ -89,7 +89,7 @@ constexpr guint64 kMaxProcessingDeadline = 3600 * GST_SECOND;
 #define DEFAULT_CUDA_DEVICE_ID -1
 #define DEFAULT_IO_MODE GST_CIPC_IO_IMPORT
 // GL output stays opt-in until it has run on a GPU (issue 26).
-#define DEFAULT_GL_IMPORT GST_CIPC_GL_IMPORT_NONE
+#define DEFAULT_GL_IMPORT GST_CIPC_GL_IMPORT_AUTO
 
 namespace {
 
@@ -511,7 +511,8 @@ static gboolean gst_cuda_src_ipc_set_caps(GstBaseSrc* src, GstCaps* caps) {
                         (nullptr));
       return FALSE;
     }
-    p.output = cipc_gst::make_gl_output(p.out_info, gl, &p.cuda, counters);
+    p.output = cipc_gst::make_gl_output(p.out_info, gl, &p.cuda, counters,
+                                        p.settings.gl_import == GST_CIPC_GL_IMPORT_AUTO);
     gst_object_unref(gl);
   }
 #endif
@@ -938,8 +939,8 @@ static void gst_cuda_src_ipc_class_init(GstCudaSrcIpcClass* klass) {
       object_class, PROP_GL_IMPORT,
       g_param_spec_enum("gl-import", "GL import",
                         "How a CUDA producer's frames reach GL elements downstream (glimagesink): "
-                        "as system memory (none), or as GL textures written on the GPU "
-                        "(cuda-interop; not yet run on a GPU, hence not the default)",
+                        "as GL textures written on the GPU (cuda-interop; auto falls back to "
+                        "system memory where GL is on another GPU), or as system memory (none)",
                         gst_cipc_gl_import_get_type(), DEFAULT_GL_IMPORT, rw_ready));
 #endif
   g_object_class_install_property(

@@ -902,7 +902,7 @@ int consume(const Options& o) {
              (o.device >= 0 ? " cuda-device-id=" + std::to_string(o.device) : "") +
              (gst_cuda ? " ! video/x-raw(memory:CUDAMemory)"
               : cuda   ? " ! video/x-raw(memory:CUDAIPCMemory)"
-              : gl     ? " gl-import=cuda-interop ! video/x-raw(memory:GLMemory),format=BGRA ! "
+              : gl     ? " ! video/x-raw(memory:GLMemory),format=BGRA ! "
                          "gldownload ! "
                          "video/x-raw,format=BGRA"
                        : " ! video/x-raw");
