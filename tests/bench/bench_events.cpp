@@ -72,9 +72,28 @@ void measure(const char* label, int iterations, int hz, const std::function<void
   std::fflush(stdout);
 }
 
-// The child of the two-process rows: reads the event handle (hex) and one byte per iteration
-// from `in_fd`, waits for the event on its stream, records and polls a release event.
-int waiter(int device, int iterations, int hz, int in_fd) {
+// What the child of a two-process row does per iteration, after the parent's tick. The transport's
+// consumer does `wait+blocking-record`: a GPU-side wait for the producer's interprocess readiness
+// event, then a release event of its own (cudaEventBlockingSync, as cuda::Event::create_local makes
+// it) recorded and polled. The other modes take that apart, to name the call that wakes
+// cuda-EvtHandlr.
+enum class ChildMode { kWaitRecord, kWaitBlockingRecord, kBlockingRecord, kWaitOnly };
+constexpr ChildMode kChildModes[] = {ChildMode::kWaitRecord, ChildMode::kWaitBlockingRecord,
+                                     ChildMode::kBlockingRecord, ChildMode::kWaitOnly};
+
+const char* child_role(ChildMode mode) {
+  switch (mode) {
+    case ChildMode::kWaitRecord: return "--child-wait+record";
+    case ChildMode::kWaitBlockingRecord: return "--child-wait+blocking-record";
+    case ChildMode::kBlockingRecord: return "--child-blocking-record";
+    case ChildMode::kWaitOnly: return "--child-wait";
+  }
+  return "";
+}
+
+// The child of the two-process rows: reads the event handle and one byte per iteration from
+// `in_fd`, then does what `mode` says.
+int waiter(ChildMode mode, int device, int iterations, int hz, int in_fd) {
   check(cudaSetDevice(device), "child: cudaSetDevice");
   cudaIpcEventHandle_t handle;
   for (size_t i = 0; i < sizeof handle; ++i) {
@@ -82,17 +101,25 @@ int waiter(int device, int iterations, int hz, int in_fd) {
     if (read(in_fd, &byte, 1) != 1) return 1;
     reinterpret_cast<unsigned char*>(&handle)[i] = byte;
   }
+  const bool blocking =
+      mode == ChildMode::kWaitBlockingRecord || mode == ChildMode::kBlockingRecord;
+  const bool waits = mode != ChildMode::kBlockingRecord;
+  const bool records = mode != ChildMode::kWaitOnly;
   cudaEvent_t ready, release;
   check(cudaIpcOpenEventHandle(&ready, handle), "child: cudaIpcOpenEventHandle");
-  check(cudaEventCreateWithFlags(&release, cudaEventDisableTiming), "child: release event");
+  check(cudaEventCreateWithFlags(&release,
+                                 cudaEventDisableTiming | (blocking ? cudaEventBlockingSync : 0)),
+        "child: release event");
   cudaStream_t stream;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "child: stream");
   int left = iterations + 5;
-  measure("child: wait interprocess + record + poll", iterations, hz, [&] {
+  const std::string label = "child " + std::string(child_role(mode)).substr(8);
+  measure(label.c_str(), iterations, hz, [&] {
     if (left-- <= 0) return;
     char tick = 0;
     if (read(in_fd, &tick, 1) != 1) return;
-    check(cudaStreamWaitEvent(stream, ready, 0), "child: wait");
+    if (waits) check(cudaStreamWaitEvent(stream, ready, 0), "child: wait");
+    if (!records) return;
     check(cudaEventRecord(release, stream), "child: record");
     while (cudaEventQuery(release) == cudaErrorNotReady) {
     }
@@ -158,11 +185,39 @@ std::vector<pid_t> start_busy(const char* self, int children, int device, int pe
   return pids;
 }
 
+// One two-process row: a child in `mode`, paced by a byte per iteration through a pipe after
+// `produce` (a memset and a record of our interprocess event `ipc`).
+bool two_process_row(const char* self, ChildMode mode, int device, int iterations, int hz,
+                     cudaEvent_t ipc, const std::function<void()>& produce) {
+  int pipe_fds[2];
+  if (pipe(pipe_fds) != 0) return false;
+  // Paced by the pipe, not by its own clock.
+  const pid_t child = spawn_self(self, child_role(mode), device, iterations, 1000000, pipe_fds[0]);
+  close(pipe_fds[0]);
+  if (child <= 0) return false;
+  cudaIpcEventHandle_t handle;
+  check(cudaIpcGetEventHandle(&handle, ipc), "cudaIpcGetEventHandle");
+  bool ok = write(pipe_fds[1], &handle, sizeof handle) == sizeof handle;
+  const std::string label = "parent of " + std::string(child_role(mode)).substr(8);
+  if (ok)
+    measure(label.c_str(), iterations, hz, [&] {
+      produce();
+      const char tick = 1;
+      if (write(pipe_fds[1], &tick, 1) != 1) std::exit(1);
+    });
+  close(pipe_fds[1]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  return ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 6 && !std::strcmp(argv[1], "--child"))
-    return waiter(std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4]), std::atoi(argv[5]));
+  for (ChildMode mode : kChildModes)
+    if (argc == 6 && !std::strcmp(argv[1], child_role(mode)))
+      return waiter(mode, std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4]),
+                    std::atoi(argv[5]));
   if (argc == 6 && !std::strcmp(argv[1], "--busy"))
     return busy(std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4]), std::atoi(argv[5]));
   int iterations = 120, hz = 60, device = 0;
@@ -236,25 +291,18 @@ int main(int argc, char** argv) {
     for (pid_t pid : pids) waitpid(pid, nullptr, 0);
   }
 
-  // Two processes: the child waits on our interprocess event, paced by a byte per iteration.
-  int pipe_fds[2];
-  if (pipe(pipe_fds) != 0) return 1;
-  // Paced by the pipe, not by its own clock.
-  const pid_t child = spawn_self(argv[0], "--child", device, iterations, 1000000, pipe_fds[0]);
-  if (child <= 0) return 1;
-  close(pipe_fds[0]);
-  cudaIpcEventHandle_t handle;
-  check(cudaIpcGetEventHandle(&handle, ipc), "cudaIpcGetEventHandle");
-  if (write(pipe_fds[1], &handle, sizeof handle) != sizeof handle) return 1;
-  measure("parent: record interprocess (child waits)", iterations, hz, [&] {
-    work();
-    check(cudaEventRecord(ipc, stream), "record");
-    const char tick = 1;
-    if (write(pipe_fds[1], &tick, 1) != 1) std::exit(1);
-  });
-  close(pipe_fds[1]);
-  int status = 0;
-  waitpid(child, &status, 0);
+  // Two processes: the child does its part of the transport's sync after each of our records,
+  // which follow a frame-sized write (1080p BGRA), as the producer's do.
+  void* frame = nullptr;
+  const size_t frame_bytes = size_t(1920) * 1080 * 4;
+  check(cudaMalloc(&frame, frame_bytes), "cudaMalloc frame");
+  for (ChildMode mode : kChildModes) {
+    if (!two_process_row(argv[0], mode, device, iterations, hz, ipc, [&] {
+          check(cudaMemsetAsync(frame, 1, frame_bytes, stream), "frame memset");
+          check(cudaEventRecord(ipc, stream), "record");
+        }))
+      return 1;
+  }
   check(cudaDeviceSynchronize(), "final sync");
   return 0;
 }
