@@ -275,6 +275,11 @@ Status Event::create_local(int device, Event* out) {
   return create_with_flags(device, cudaEventBlockingSync | cudaEventDisableTiming, out);
 }
 
+Status Event::create_polled(int device, Event* out) {
+  if (!out) return invalid("Event::create_polled: null output");
+  return create_with_flags(device, cudaEventDisableTiming, out);
+}
+
 Status Event::create_with_flags(int device, unsigned flags, Event* out) {
   DeviceScope scope;
   CIPC_ENTER_DEVICE(scope, device);

@@ -106,6 +106,11 @@ class Event {
   // An event for this process only, whose synchronize() sleeps instead of spinning (for
   // background threads that wait for GPU work to finish).
   static Status create_local(int device, Event* out);
+  // An event for this process only that asks the driver for no interrupt when it completes:
+  // query() it rather than synchronize() (which would spin). A blocking-sync event recorded
+  // after a GPU-side wait on another process's event wakes the driver's cuda-EvtHandlr thread
+  // in both processes (tests/bench/bench-events); this one does not.
+  static Status create_polled(int device, Event* out);
   static Status open(int device, const IpcEventHandle& handle, Event* out);
   bool valid() const { return event_ != nullptr; }
   Status ipc_handle(IpcEventHandle* out) const;  // only for events created here

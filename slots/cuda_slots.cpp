@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 #include "cuda_slots.h"
 
+#include <algorithm>
+#include <chrono>
 #include <string>
+#include <thread>
 
 #include "release_worker.h"
 #include "waker.h"
@@ -85,9 +88,11 @@ cipc::Result<std::unique_ptr<CudaSlotMemory>> CudaSlotMemory::import(
             "different PID namespaces; or set sync-mode=cpu on the sink)",
             s);
     }
-    // Only this process waits on it, on the CPU (wait_released): a blocking-sync event sleeps
-    // in that wait where an interprocess one would spin a core.
-    s = cipc_cuda::Event::create_local(device, &m->release_);
+    // Only this process waits on it, on the CPU, by polling (wait_released): a blocking-sync
+    // event recorded after the stream's wait for the producer's event would wake the CUDA
+    // driver's cuda-EvtHandlr thread in the producer and in every consumer, once per consumer
+    // per frame (docs/performance.md, "What wakes cuda-EvtHandlr").
+    s = cipc_cuda::Event::create_polled(device, &m->release_);
     if (!s) return cuda_error("creating a release event", s);
   }
   return m;
@@ -113,6 +118,11 @@ cipc_cuda::Status CudaSlotMemory::end_write(cipc_cuda::StreamHandle stream) {
 cipc_cuda::Status CudaSlotMemory::wait_ready(cipc_cuda::StreamHandle stream) {
   // CPU mode: the producer synchronised before sending the frame.
   if (sync_ == SyncMode::kCpu || !readiness_.valid()) return cipc_cuda::Status::ok();
+  // A frame the producer's GPU has finished needs no GPU-side wait, and skipping it spares the
+  // driver's cuda-EvtHandlr thread a wake-up in every process of the session (a stream wait on
+  // an interprocess event wakes it; tests/bench/trace-evthandlr, docs/performance.md).
+  bool written = false;
+  if (readiness_.query(&written) && written) return cipc_cuda::Status::ok();
   return readiness_.wait(stream);
 }
 
@@ -122,7 +132,17 @@ cipc_cuda::Status CudaSlotMemory::record_release(cipc_cuda::StreamHandle stream)
 }
 
 cipc_cuda::Status CudaSlotMemory::wait_released() {
-  return release_.valid() ? release_.synchronize() : cipc_cuda::Status::ok();
+  if (!release_.valid()) return cipc_cuda::Status::ok();
+  // Polled, backing off from 50 us to 1 ms: the event asks for no interrupt (see import()), and
+  // synchronize() on it would spin a core for as long as the reads take.
+  auto pause = std::chrono::microseconds(50);
+  for (;;) {
+    bool done = false;
+    const cipc_cuda::Status s = release_.query(&done);
+    if (!s || done) return s;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+  }
 }
 
 cipc_cuda::Status CudaSlotMemory::query_reads_done(bool* done) {

@@ -84,7 +84,7 @@ class CudaSlotMemory final : public cipc::SlotMemory, public CudaRegion {
   // On the release worker's thread: RELEASE goes out once the recorded reads are done.
   void drop_after_reads(std::shared_ptr<void> keepalive) override;
   cipc_cuda::Status query_reads_done(bool* done) override;
-  // Blocks until the reads recorded by record_release() are done (release worker only).
+  // Returns once the reads recorded by record_release() are done, polling (release worker only).
   cipc_cuda::Status wait_released();
 
  private:

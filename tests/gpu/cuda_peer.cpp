@@ -919,7 +919,9 @@ int consume(const Options& o) {
   ConsumerState st;
   st.arrivals = &arrivals;
   st.sends = &sends;
-  if (cuda) {
+  // GL memory too: its frame's latency ends where the texture leaves cudasrc-ipc, as a display
+  // takes it, not after the gldownload this harness adds to read it back.
+  if (cuda || gl) {
     GstPad* pad = gst_element_get_static_pad(src, "src");
     gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, arrival_probe, &st, nullptr);
     gst_object_unref(pad);
@@ -978,8 +980,10 @@ int consume(const Options& o) {
             "upload");
       check(stream.synchronize(), "upload sync");
       const uint64_t uploaded = now_ns();
-      arrivals.add(index, uploaded);
-      gpu_ready.add(index, uploaded);  // uploaded: on this GPU already
+      if (!gl) {  // GL's arrival is stamped as the texture leaves cudasrc-ipc
+        arrivals.add(index, uploaded);
+        gpu_ready.add(index, uploaded);  // uploaded: on this GPU already
+      }
       gst_video_frame_unmap(&frame);
       if (st.record)
         fprintf(st.record, "%llu %llu\n", (unsigned long long)index,
