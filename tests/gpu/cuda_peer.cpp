@@ -39,7 +39,8 @@
 // upload for host memory); <arrivals>.send has the producer's send time of each frame
 // (cudasrc-ipc's reference timestamp meta), and <arrivals>.gpu when the frame became usable on
 // the consumer's GPU (a host function queued right after the consumer's stream waits for the
-// frame's readiness; for host memory, when the upload has finished). Both processes print `CPU
+// frame's readiness; for host memory, when the upload has finished; --gpu-stamp 0 leaves that
+// host function out, which wakes a CUDA driver thread per frame). Both processes print `CPU
 // us_per_frame=X frames=N`: their own CPU time per frame over the frames after the first 30
 // (start-up left out), and a `THREAD name=… cpu_us_per_frame=… wakeups_per_frame=…` line per
 // thread; the producer also prints `PUSH cpu_us_per_frame=…`, the sink's share of its own thread
@@ -131,6 +132,8 @@ struct Options {
   int decoder_surfaces = 0;
   bool cpu_map = false;  // consume: read frames through gst_buffer_map() (the CPU fallback)
   bool streaming_thread = false;  // consume: handle frames in the streaming thread (no appsink hop)
+  bool gpu_stamp =
+      true;  // consume: with --arrivals, also stamp when each frame is usable on the GPU
   // consume: try to write into each received frame, which must fail: "1" with a memset (the
   // driver refuses it for this process alone), "kernel" from a kernel (a GPU fault).
   std::string vandal;
@@ -184,6 +187,8 @@ Options parse(int argc, char** argv) {
       o.cpu_map = v == "1";
     else if (k == "--streaming-thread")
       o.streaming_thread = v == "1";
+    else if (k == "--gpu-stamp")
+      o.gpu_stamp = v == "1";
     else if (k == "--vandal")
       o.vandal = v == "0" ? "" : v;
     else if (k == "--timeout-s")
@@ -916,6 +921,7 @@ int consume(const Options& o) {
   TimeLog arrivals(o.arrivals);
   TimeLog sends(o.arrivals.empty() ? std::string() : o.arrivals + ".send");
   GpuReadyLog gpu_ready(o.arrivals.empty() ? std::string() : o.arrivals + ".gpu");
+  const bool stamp_gpu = !o.arrivals.empty() && o.gpu_stamp;
   ConsumerState st;
   st.arrivals = &arrivals;
   st.sends = &sends;
@@ -1006,7 +1012,7 @@ int consume(const Options& o) {
         check(gst_ready.record(pending), "record after the memory's stream");
         check(gst_ready.wait(stream.handle()), "wait for the memory's stream");
       }
-      if (!o.arrivals.empty()) gpu_ready.stamp_after(stream.handle(), GST_BUFFER_OFFSET(b));
+      if (stamp_gpu) gpu_ready.stamp_after(stream.handle(), GST_BUFFER_OFFSET(b));
       const uint64_t ptr = reinterpret_cast<uint64_t>(map.data) + meta->offset[0];
       if (st.record)
         fprintf(st.record, "%llu %llu\n", (unsigned long long)GST_BUFFER_OFFSET(b),
@@ -1041,7 +1047,7 @@ int consume(const Options& o) {
         gst_buffer_unmap(b, &map);
       } else {
         if (!gst_cuda_ipc_memory_wait_ready(mem, stream.handle())) die("wait_ready");
-        if (!o.arrivals.empty()) gpu_ready.stamp_after(stream.handle(), GST_BUFFER_OFFSET(b));
+        if (stamp_gpu) gpu_ready.stamp_after(stream.handle(), GST_BUFFER_OFFSET(b));
         if (!o.vandal.empty()) {
           // A buggy or hostile consumer writing into the producer's frame: the import is mapped
           // read-only, so this must fail here rather than reach the other consumers.
