@@ -22,6 +22,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -450,6 +451,35 @@ TEST_F(GpuFanOut, FortyConsumersAsMpsClientsGetEveryFrameInOrderBitExact) {
     GTEST_SKIP() << "runs as MPS clients only (tests/gpu/run-on-gpu mps); "
                     "SixtyFourConsumersInCudaMemoryGetEveryFrameInOrderBitExact runs instead";
   run_fan_out(40, 88, 300);
+}
+
+// The CUDA driver's cuda-EvtHandlr thread wakes about 0.17 times per frame at 60 fps in an idle
+// process (its poll times out every 100 ms). A consumer's blocking-sync release event recorded
+// after its GPU-side wait for the producer's interprocess event used to wake it in the producer
+// and in every consumer once per consumer per frame (4.1 here with 4 consumers), which made the
+// cost of fan-out grow with the square of the consumers (docs/bench-h200-runs.md, "What woke
+// cuda-EvtHandlr"). Counted from each process's own per-thread figures.
+TEST_F(GpuFanOut, DriverEventThreadsStayAtTheirBackgroundRateWithFourConsumers) {
+  constexpr int kConsumers = 4;
+  const std::string sock = path("evthandlr.sock");
+  Process& prod =
+      producer("producer", {"--socket", sock, "--frames", "300", "--fps", "60", "--width", "1920",
+                            "--height", "1080", "--consumers", std::to_string(kConsumers),
+                            "--pool-size", std::to_string(kConsumers * 2 + 4)});
+  std::vector<Process*> readers;
+  for (int i = 0; i < kConsumers; ++i)
+    readers.push_back(&consumer("consumer" + std::to_string(i),
+                                {"--socket", sock, "--frames", "300", "--timeout-s", "60"}));
+  std::vector<Process*> all{&prod};
+  all.insert(all.end(), readers.begin(), readers.end());
+  for (Process* p : all) {
+    ASSERT_EQ(p->wait_exit(kRunTimeout), std::optional<int>(0)) << p->transcript();
+    const std::string line = p->last("THREAD name=cuda-EvtHandlr ").value_or("");
+    const size_t at = line.find("wakeups_per_frame=");
+    ASSERT_NE(at, std::string::npos) << "no cuda-EvtHandlr figures:\n" << p->transcript();
+    const double wakeups = std::stod(line.substr(at + std::strlen("wakeups_per_frame=")));
+    EXPECT_LT(wakeups, 0.5) << line;
+  }
 }
 
 // Synchronisation, sync-mode=cpu (no interprocess events): stream synchronisation instead, still
