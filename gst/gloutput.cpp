@@ -7,6 +7,7 @@
 #include "cuda_slots.h"
 #include "cudaframes.h"
 #include "gl_interop.h"
+#include "srcnegotiation.h"
 
 // Logs go to cudasrc-ipc's own category.
 GST_DEBUG_CATEGORY_STATIC(cipc_gl_output_debug);
@@ -49,8 +50,7 @@ bool decide_gl_pool(GstQuery* query, GstCaps* caps, GstGLContext* context) {
   if (!gst_video_info_from_caps(&info, caps)) return false;
   GstBufferPool* pool = nullptr;
   guint size = info.size, min = 0, max = 0;
-  const bool offered = gst_query_get_n_allocation_pools(query) > 0;
-  if (offered) {
+  if (gst_query_get_n_allocation_pools(query) > 0) {
     gst_query_parse_nth_allocation_pool(query, 0, &pool, &size, &min, &max);
     // Only a GL pool of our context makes textures we can write into.
     if (pool && (!GST_IS_GL_BUFFER_POOL(pool) || GST_GL_BUFFER_POOL(pool)->context != context))
@@ -64,12 +64,7 @@ bool decide_gl_pool(GstQuery* query, GstCaps* caps, GstGLContext* context) {
   if (gst_query_find_allocation_meta(query, GST_GL_SYNC_META_API_TYPE, nullptr))
     gst_buffer_pool_config_add_option(config, GST_BUFFER_POOL_OPTION_GL_SYNC_META);
   const bool ok = gst_buffer_pool_set_config(pool, config);
-  if (ok) {
-    if (offered)
-      gst_query_set_nth_allocation_pool(query, 0, pool, size, min, max);
-    else
-      gst_query_add_allocation_pool(query, pool, size, min, max);
-  }
+  if (ok) put_first_allocation_pool(query, pool, size, min, max);
   gst_object_unref(pool);
   return ok;
 }

@@ -73,11 +73,19 @@ GstCaps* src_output_caps(bool producer_cuda, GstCaps* producer_caps, bool offer_
   return device;
 }
 
+void put_first_allocation_pool(GstQuery* query, GstBufferPool* pool, guint size, guint min,
+                               guint max) {
+  if (gst_query_get_n_allocation_pools(query) > 0)
+    gst_query_set_nth_allocation_pool(query, 0, pool, size, min, max);
+  else
+    gst_query_add_allocation_pool(query, pool, size, min, max);
+}
+
 void decide_system_memory_pool(GstQuery* query, GstCaps* caps, const GstVideoInfo& info) {
   GstBufferPool* pool = nullptr;
   guint size = 0, min = 0, max = 0;
-  const bool offered = gst_query_get_n_allocation_pools(query) > 0;
-  if (offered) gst_query_parse_nth_allocation_pool(query, 0, &pool, &size, &min, &max);
+  if (gst_query_get_n_allocation_pools(query) > 0)
+    gst_query_parse_nth_allocation_pool(query, 0, &pool, &size, &min, &max);
   if (!pool) pool = gst_video_buffer_pool_new();
   size = MAX(size, static_cast<guint>(GST_VIDEO_INFO_SIZE(&info)));
   GstStructure* config = gst_buffer_pool_get_config(pool);
@@ -85,10 +93,7 @@ void decide_system_memory_pool(GstQuery* query, GstCaps* caps, const GstVideoInf
   if (gst_query_find_allocation_meta(query, GST_VIDEO_META_API_TYPE, nullptr))
     gst_buffer_pool_config_add_option(config, GST_BUFFER_POOL_OPTION_VIDEO_META);
   gst_buffer_pool_set_config(pool, config);  // a pool that refuses keeps its own, checked on use
-  if (offered)
-    gst_query_set_nth_allocation_pool(query, 0, pool, size, min, max);
-  else
-    gst_query_add_allocation_pool(query, pool, size, min, max);
+  put_first_allocation_pool(query, pool, size, min, max);
   gst_object_unref(pool);
 }
 
@@ -97,8 +102,8 @@ void decide_gst_cuda_pool(GstQuery* query, GstCaps* caps, const GstVideoInfo& in
                           GstCudaContext* context) {
   GstBufferPool* pool = nullptr;
   guint size = 0, min = 0, max = 0;
-  const bool offered = gst_query_get_n_allocation_pools(query) > 0;
-  if (offered) gst_query_parse_nth_allocation_pool(query, 0, &pool, &size, &min, &max);
+  if (gst_query_get_n_allocation_pools(query) > 0)
+    gst_query_parse_nth_allocation_pool(query, 0, &pool, &size, &min, &max);
   if (pool && !GST_IS_CUDA_BUFFER_POOL(pool)) gst_clear_object(&pool);
   if (!pool) {
     if (!context) return;
@@ -118,10 +123,7 @@ void decide_gst_cuda_pool(GstQuery* query, GstCaps* caps, const GstVideoInfo& in
   config = gst_buffer_pool_get_config(pool);
   gst_buffer_pool_config_get_params(config, nullptr, &size, nullptr, nullptr);
   gst_structure_free(config);
-  if (offered)
-    gst_query_set_nth_allocation_pool(query, 0, pool, size, min, max);
-  else
-    gst_query_add_allocation_pool(query, pool, size, min, max);
+  put_first_allocation_pool(query, pool, size, min, max);
   gst_object_unref(pool);
 }
 #endif

@@ -39,6 +39,10 @@ GstCaps* src_output_caps(bool producer_cuda, GstCaps* producer_caps, bool offer_
 // Downloads go into downstream's pool; downstream without one (appsink, fakesink) gets a video
 // pool sized for the frame (GstBaseSrc's default would be sized 0).
 void decide_system_memory_pool(GstQuery* query, GstCaps* caps, const GstVideoInfo& info);
+// Puts `pool` first in an allocation query: in place of downstream's first pool where it
+// offered one, else as the only one.
+void put_first_allocation_pool(GstQuery* query, GstBufferPool* pool, guint size, guint min,
+                               guint max);
 
 #ifdef CIPC_HAVE_GST_CUDA
 // GStreamer CUDA memory downstream: its GstCudaBufferPool if it offers one, else one on
