@@ -88,7 +88,7 @@ constexpr guint64 kMaxProcessingDeadline = 3600 * GST_SECOND;
 #define DEFAULT_STATS_INTERVAL 0
 #define DEFAULT_CUDA_DEVICE_ID -1
 #define DEFAULT_IO_MODE GST_CIPC_IO_IMPORT
-// GL output stays opt-in until it has run on a GPU (issue 26).
+// GL textures where downstream takes them, through system memory where CUDA cannot write them.
 #define DEFAULT_GL_IMPORT GST_CIPC_GL_IMPORT_AUTO
 
 namespace {
