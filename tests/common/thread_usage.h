@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-// Where a process's CPU time and wake-ups go, per thread, from /proc: CPU time from
-// /proc/self/task/<tid>/schedstat (nanoseconds on the CPU) and voluntary context switches (the
+// Where a process's CPU time and wake-ups go, per thread, from /proc: CPU time and the time spent
+// runnable but waiting for a CPU (the run queue) from /proc/self/task/<tid>/schedstat
+// (nanoseconds, its first two fields), and voluntary context switches (the
 // thread slept and was woken) from .../status. Take a snapshot before and after, then the
 // difference per thread. For the benchmarks' per-thread breakdown (tests/gpu/cuda_peer.cpp,
 // tests/bench/bench_events.cpp); process_cpu_us() is the whole process's total, from getrusage
@@ -21,7 +22,7 @@ namespace cipc_test {
 
 struct ThreadUsage {
   std::string name;  // the thread's comm, blanks as '_' so that it stays one word in a line
-  uint64_t cpu_ns = 0, wakeups = 0;
+  uint64_t cpu_ns = 0, runq_ns = 0, wakeups = 0;
 };
 
 // Every thread of this process, by thread id.
@@ -34,8 +35,11 @@ inline std::map<long, ThreadUsage> thread_usage() {
     const std::string base = std::string("/proc/self/task/") + e->d_name;
     ThreadUsage u;
     if (FILE* f = std::fopen((base + "/schedstat").c_str(), "r")) {
-      unsigned long long ns = 0;
-      if (std::fscanf(f, "%llu", &ns) == 1) u.cpu_ns = ns;
+      unsigned long long ns = 0, waited = 0;
+      if (std::fscanf(f, "%llu %llu", &ns, &waited) == 2) {
+        u.cpu_ns = ns;
+        u.runq_ns = waited;
+      }
       std::fclose(f);
     }
     if (FILE* f = std::fopen((base + "/status").c_str(), "r")) {
@@ -59,6 +63,7 @@ inline std::map<long, ThreadUsage> thread_usage() {
 struct ThreadDelta {
   std::string name;
   double cpu_us = 0;
+  double runq_us = 0;  // runnable, waiting for a CPU
   uint64_t wakeups = 0;
 };
 inline std::vector<ThreadDelta> thread_deltas(const std::map<long, ThreadUsage>& before,
@@ -67,8 +72,8 @@ inline std::vector<ThreadDelta> thread_deltas(const std::map<long, ThreadUsage>&
   for (const auto& [tid, now] : after) {
     const auto was = before.find(tid);
     const ThreadUsage base = was == before.end() ? ThreadUsage{} : was->second;
-    out.push_back(
-        {now.name, double(now.cpu_ns - base.cpu_ns) / 1000.0, now.wakeups - base.wakeups});
+    out.push_back({now.name, double(now.cpu_ns - base.cpu_ns) / 1000.0,
+                   double(now.runq_ns - base.runq_ns) / 1000.0, now.wakeups - base.wakeups});
   }
   return out;
 }

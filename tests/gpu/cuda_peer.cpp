@@ -293,7 +293,8 @@ class CpuMeter {
 constexpr long kWarmupFrames = 30;
 
 // Per thread of this process (thread_usage.h), between mark() and report(), per frame: one
-// "THREAD name=<comm> cpu_us_per_frame=X wakeups_per_frame=Y" line per thread that ran.
+// "THREAD name=<comm> cpu_us_per_frame=X wakeups_per_frame=Y runq_us_per_frame=Z" line per
+// thread that ran (Z: time runnable but waiting for a CPU, what many consumers woken at once pay).
 class ThreadMeter {
  public:
   void mark(long frame) {
@@ -305,8 +306,8 @@ class ThreadMeter {
     const double n = double(frames - start_frame_);
     for (const auto& d : cipc_test::thread_deltas(start_, cipc_test::thread_usage())) {
       if (d.cpu_us < 1.0 && d.wakeups < 1) continue;
-      printf("THREAD name=%s cpu_us_per_frame=%.2f wakeups_per_frame=%.3f\n", d.name.c_str(),
-             d.cpu_us / n, double(d.wakeups) / n);
+      printf("THREAD name=%s cpu_us_per_frame=%.2f wakeups_per_frame=%.3f runq_us_per_frame=%.2f\n",
+             d.name.c_str(), d.cpu_us / n, double(d.wakeups) / n, d.runq_us / n);
     }
   }
 
