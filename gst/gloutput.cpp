@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "cuda_slots.h"
-#include "cudaframes.h"
 #include "gl_interop.h"
 #include "srcnegotiation.h"
 
@@ -225,13 +224,7 @@ class GlInteropOutput final : public SrcOutput {
   // GST_MAP_GL), which GstGLMemory uploads when GL next reads it.
   GstFlowReturn download(GstBaseSrc* src, cipc::ReceivedFrame& frame, const GstVideoInfo& layout,
                          GstBuffer* buffer, GstBuffer** out) {
-    std::string error;
-    if (!download_into(frame, layout, buffer, out_info_, cuda_->stream.handle(), &error)) {
-      gst_buffer_unref(buffer);
-      GST_ELEMENT_ERROR(src, RESOURCE, READ, ("Could not copy a frame from the GPU."),
-                        ("%s", error.c_str()));
-      return GST_FLOW_ERROR;
-    }
+    if (!copy_frame_into(src, frame, layout, buffer, out_info_, cuda_)) return GST_FLOW_ERROR;
     ++*counters_.downloads;
     *out = buffer;
     return GST_FLOW_OK;

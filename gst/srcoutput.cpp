@@ -174,13 +174,8 @@ class CopyIntoDownstreamOutput final : public SrcOutput {
 #ifdef CIPC_HAVE_GST_CUDA
     if (!to_host) flags = static_cast<GstMapFlags>(GST_MAP_WRITE | GST_MAP_CUDA);
 #endif
-    std::string error;
-    if (!download_into(frame, layout, buffer, out_info_, cuda_->stream.handle(), &error, flags)) {
-      gst_buffer_unref(buffer);
-      GST_ELEMENT_ERROR(src, RESOURCE, READ, ("Could not copy a frame from the GPU."),
-                        ("%s", error.c_str()));
+    if (!copy_frame_into(src, frame, layout, buffer, out_info_, cuda_, flags))
       return GST_FLOW_ERROR;
-    }
     if (to_host) {
       ++*counters_.downloads;
     } else {
@@ -200,6 +195,21 @@ class CopyIntoDownstreamOutput final : public SrcOutput {
 #endif
 
 }  // namespace
+
+#ifdef CIPC_HAVE_CUDA
+bool copy_frame_into(GstBaseSrc* src, cipc::ReceivedFrame& frame, const GstVideoInfo& layout,
+                     GstBuffer* buffer, const GstVideoInfo& out_info, SrcCudaSide* cuda,
+                     GstMapFlags map_flags) {
+  std::string error;
+  if (download_into(frame, layout, buffer, out_info, cuda->stream.handle(), &error, map_flags))
+    return true;
+  gst_buffer_unref(buffer);
+  init_category();  // the GL output calls this too: the error is logged in our category
+  GST_ELEMENT_ERROR(src, RESOURCE, READ, ("Could not copy a frame from the GPU."),
+                    ("%s", error.c_str()));
+  return false;
+}
+#endif
 
 std::unique_ptr<SrcOutput> make_src_output(SrcOutputKind kind, const GstVideoInfo& out_info,
                                            SrcCudaSide* cuda, SrcOutputCounters counters,

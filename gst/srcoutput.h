@@ -53,13 +53,11 @@ SrcOutputKind choose_src_output(const SrcOutputRequest& request);
 // The GstVideoMeta every output puts on its buffer: the negotiated format, the planes where
 // `layout` (the frame's, as validated) has them.
 void add_layout_meta(GstBuffer* buffer, const GstVideoInfo& out_info, GstVideoInfo layout);
-const char* describe(SrcOutputKind kind);
+const char* describe(SrcOutputKind kind);  // for the log: "in the producer's slots", ...
 // A buffer from the pool negotiated with downstream (activated on first use), for the outputs
 // that copy into downstream's memory. Other than GST_FLOW_OK and GST_FLOW_FLUSHING, *why says
 // what went wrong, for the caller's error.
-GstFlowReturn acquire_from_negotiated_pool(
-    GstBaseSrc* src, GstBuffer** out,
-    const char** why);  // for the log: "in the producer's slots", ...
+GstFlowReturn acquire_from_negotiated_pool(GstBaseSrc* src, GstBuffer** out, const char** why);
 // io-mode's description, saying what this build does with GStreamer's CUDA memory downstream.
 const char* io_mode_description();
 
@@ -74,6 +72,14 @@ struct SrcCudaSide {
   std::unique_ptr<cipc_slots::DeferredReleases> deferred;
 #endif
 };
+
+#ifdef CIPC_HAVE_CUDA
+// Copies `frame` into `buffer`, a buffer of downstream's pool (download_into(), cudaframes.h,
+// with `map_flags`). On failure posts the element error, unrefs `buffer` and returns false.
+bool copy_frame_into(GstBaseSrc* src, cipc::ReceivedFrame& frame, const GstVideoInfo& layout,
+                     GstBuffer* buffer, const GstVideoInfo& out_info, SrcCudaSide* cuda,
+                     GstMapFlags map_flags = GST_MAP_WRITE);
+#endif
 
 // The element's counters the outputs add to.
 struct SrcOutputCounters {
