@@ -91,7 +91,7 @@ cipc::Result<std::unique_ptr<CudaSlotMemory>> CudaSlotMemory::import(
     // Only this process waits on it, on the CPU, by polling (wait_released): a blocking-sync
     // event recorded after the stream's wait for the producer's event would wake the CUDA
     // driver's cuda-EvtHandlr thread in the producer and in every consumer, once per consumer
-    // per frame (docs/performance.md, "What wakes cuda-EvtHandlr").
+    // per frame (docs/bench-h200-runs.md, "What woke cuda-EvtHandlr").
     s = cipc_cuda::Event::create_polled(device, &m->release_);
     if (!s) return cuda_error("creating a release event", s);
   }
@@ -120,7 +120,7 @@ cipc_cuda::Status CudaSlotMemory::wait_ready(cipc_cuda::StreamHandle stream) {
   if (sync_ == SyncMode::kCpu || !readiness_.valid()) return cipc_cuda::Status::ok();
   // A frame the producer's GPU has finished needs no GPU-side wait, and skipping it spares the
   // driver's cuda-EvtHandlr thread a wake-up in every process of the session (a stream wait on
-  // an interprocess event wakes it; tests/bench/trace-evthandlr, docs/performance.md).
+  // an interprocess event wakes it; docs/bench-h200-runs.md, "What woke cuda-EvtHandlr").
   bool written = false;
   if (readiness_.query(&written) && written) return cipc_cuda::Status::ok();
   return readiness_.wait(stream);

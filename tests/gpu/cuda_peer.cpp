@@ -132,8 +132,8 @@ struct Options {
   int decoder_surfaces = 0;
   bool cpu_map = false;  // consume: read frames through gst_buffer_map() (the CPU fallback)
   bool streaming_thread = false;  // consume: handle frames in the streaming thread (no appsink hop)
-  bool gpu_stamp =
-      true;  // consume: with --arrivals, also stamp when each frame is usable on the GPU
+  // consume: with --arrivals, also stamp when each frame is usable on the GPU (--gpu-stamp 0: not)
+  bool gpu_stamp = true;
   // consume: try to write into each received frame, which must fail: "1" with a memset (the
   // driver refuses it for this process alone), "kernel" from a kernel (a GPU fault).
   std::string vandal;

@@ -462,16 +462,13 @@ TEST_F(GpuFanOut, FortyConsumersAsMpsClientsGetEveryFrameInOrderBitExact) {
 TEST_F(GpuFanOut, DriverEventThreadsStayAtTheirBackgroundRateWithFourConsumers) {
   constexpr int kConsumers = 4;
   const std::string sock = path("evthandlr.sock");
-  Process& prod =
-      producer("producer", {"--socket", sock, "--frames", "300", "--fps", "60", "--width", "1920",
-                            "--height", "1080", "--consumers", std::to_string(kConsumers),
-                            "--pool-size", std::to_string(kConsumers * 2 + 4)});
-  std::vector<Process*> readers;
+  std::vector<Process*> all{
+      &producer("producer", {"--socket", sock, "--frames", "300", "--fps", "60", "--width", "1920",
+                             "--height", "1080", "--consumers", std::to_string(kConsumers),
+                             "--pool-size", std::to_string(kConsumers * 2 + 4)})};
   for (int i = 0; i < kConsumers; ++i)
-    readers.push_back(&consumer("consumer" + std::to_string(i),
-                                {"--socket", sock, "--frames", "300", "--timeout-s", "60"}));
-  std::vector<Process*> all{&prod};
-  all.insert(all.end(), readers.begin(), readers.end());
+    all.push_back(&consumer("consumer" + std::to_string(i),
+                            {"--socket", sock, "--frames", "300", "--timeout-s", "60"}));
   for (Process* p : all) {
     ASSERT_EQ(p->wait_exit(kRunTimeout), std::optional<int>(0)) << p->transcript();
     const std::string line = p->last("THREAD name=cuda-EvtHandlr ").value_or("");
