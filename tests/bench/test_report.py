@@ -16,6 +16,8 @@
 7. rg10tobgra's input paths (in place or uploaded, and what input-mode=auto picks): a table and a
    headline where the run measured them, nothing where it did not.
 8. A run made in two parts (run-all --merge) keeps each part's measurements and names both.
+9. The fan-out table's p99 after the pool's first round is the slowest consumer's, and "-" for
+   runs that have none.
 """
 import copy
 import importlib.machinery
@@ -85,6 +87,7 @@ def check_merge(res):
     itself, and the page names both commands."""
     run_all = load_run_all()
     res = {k: v for k, v in res.items() if k != "parts"}  # as a run of one part
+    res["machine"] = dict(res["machine"], command="run-all --only transport,scaling --out A", date="2026-12-01")
     second = {"machine": dict(res["machine"], command="run-all --only sync,chain,debayer --merge A/results.json",
                               date="2026-12-02"),
               "quick": False, "transport": [], "sync_modes": [dict(r, part=2) for r in res["sync_modes"]], "chain": {},
@@ -103,6 +106,8 @@ def check_merge(res):
     text = page_of(second, "a run merged from two parts")
     check("The run was made in 2 parts back to back" in text and "`run-all --only sync,chain,debayer --merge "
           "A/results.json` (2026-12-02, 280 s)" in text, "the page names both parts and their times")
+    check("transport, scaling: 2026-12-01; sync, chain, debayer: 2026-12-02." in text,
+          "the page says which steps each day measured when the parts' days differ")
     other = {"machine": dict(res["machine"], gpu="another GPU"), "quick": False}
     check("another GPU" in (run_all.merge_earlier(other, res, "sync") or ""),
           "parts from two machines are refused")
@@ -177,6 +182,24 @@ def check_mps(res):
     plain = {k: v for k, v in res.items() if k not in ("mps", "floor", "mps_skipped")}
     check("CUDA MPS, and the floor" not in page_of(plain, "a run without an MPS part"),
           "no MPS section without an MPS part")
+
+
+def check_fanout_warm(res):
+    run = copy.deepcopy(res)
+    rows = copy.deepcopy(run["fanout"][:2])
+    for k, c in enumerate(rows[1]["per_consumer_latency_us"]):
+        c["cpu_pool_warm"] = {"p50": 100.0, "p99": 400.0 + 10 * k, "max": 900.0, "n": 100}
+    for c in rows[0]["per_consumer_latency_us"]:
+        c.pop("cpu_pool_warm", None)
+    run["fanout"] = rows
+    text = page_of(run, "fan-out rows with and without the first-round figure")
+    fan = text.split("## Fan-out", 1)[-1].split("\n## ", 1)[0]
+    lines = [l for l in fan.splitlines() if re.match(r"\| \d+ \| \d+ \|", l)]
+    # | consumers | slots | frames/s | p50 | p99 | p99 after the pool's first round | ...
+    warm = [l.split("|")[6].strip() for l in lines]
+    slowest = 400.0 + 10 * (len(rows[1]["per_consumer_latency_us"]) - 1)
+    check(warm == ["-", f"{slowest:.1f} µs"],
+          f"the fan-out table gives the slowest consumer's p99 after the pool's first round: {warm}")
 
 
 def main():
@@ -286,6 +309,7 @@ def main():
           "no input-path table where the run has none")
 
     check_mps(res)
+    check_fanout_warm(res)
     check_syscalls(res)
     check_merge(res)
     print(f"{len(failures)} failure(s)")
