@@ -108,6 +108,11 @@ def check_merge(res):
           "A/results.json` (2026-12-02, 280 s)" in text, "the page names both parts and their times")
     check("transport, scaling: 2026-12-01; sync, chain, debayer: 2026-12-02." in text,
           "the page says which steps each day measured when the parts' days differ")
+    plain_first = copy.deepcopy(second)
+    plain_first["parts"][0]["command"] = "run-all --out A"  # no --only: run-all's default steps
+    check("transport, breakdown, scaling, inputs, fanout: 2026-12-01; sync, chain, debayer: 2026-12-02."
+          in page_of(plain_first, "a run whose first part measured the default steps"),
+          "a part without --only counts as run-all's default steps")
     other = {"machine": dict(res["machine"], gpu="another GPU"), "quick": False}
     check("another GPU" in (run_all.merge_earlier(other, res, "sync") or ""),
           "parts from two machines are refused")
