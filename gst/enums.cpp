@@ -105,6 +105,13 @@ GType gst_cipc_gl_import_get_type(void) {
          "texture of downstream's GL pool through CUDA-OpenGL interop (no download); an error "
          "where CUDA cannot register the textures",
          "cuda-interop"},
+        {GST_CIPC_GL_IMPORT_MEMORY_OBJECT,
+         "Offer GL memory for RGBA, BGRA, RGBx and BGRx: each producer slot is imported into GL "
+         "once (GL_EXT_memory_object_fd) and GL copies each frame from it into a texture of "
+         "downstream's GL pool on the GPU (no CUDA copy, no download); the streaming thread "
+         "waits for the producer's frame on the CPU, and each imported slot keeps a descriptor "
+         "open; an error where GL lacks the extension",
+         "memory-object"},
         {0, nullptr, nullptr}};
     return register_enum("GstCipcGlImport", values);
   }();

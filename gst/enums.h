@@ -33,6 +33,7 @@ typedef enum {
   GST_CIPC_GL_IMPORT_NONE = 0,          // not as GL memory: system memory, then GL's upload
   GST_CIPC_GL_IMPORT_CUDA_INTEROP = 1,  // one device copy into a GL texture (CUDA-GL interop)
   GST_CIPC_GL_IMPORT_AUTO = 2,  // cuda-interop, or through system memory where GL refuses it
+  GST_CIPC_GL_IMPORT_MEMORY_OBJECT = 3,  // the slot imported into GL, GL copies into a texture
 } GstCipcGlImport;
 
 // Where the 10 bits of a RAW10 sample lie in its 16-bit word: the bit-alignment property of

@@ -6,6 +6,7 @@
 
 #include "cuda_slots.h"
 #include "gl_interop.h"
+#include "glmemobjoutput.h"
 #include "srcnegotiation.h"
 
 // Logs go to cudasrc-ipc's own category.
@@ -66,6 +67,31 @@ bool decide_gl_pool(GstQuery* query, GstCaps* caps, GstGLContext* context) {
   if (ok) put_first_allocation_pool(query, pool, size, min, max);
   gst_object_unref(pool);
   return ok;
+}
+
+GstFlowReturn acquire_gl_target(GstBaseSrc* src, cipc::ReceivedFrame& frame,
+                                const GstVideoInfo& out_info, GlFrameTarget* target) {
+  target->slot = cipc_slots::cuda_slot_of(frame.slot->memory.get());
+  if (target->slot == nullptr || !gl_output_supports(GST_VIDEO_INFO_FORMAT(&out_info))) {
+    GST_ELEMENT_ERROR(src, CORE, NEGOTIATION, ("Cannot output this frame as GL memory."),
+                      ("GL output takes CUDA frames of RGBA, BGRA, RGBx or BGRx"));
+    return GST_FLOW_ERROR;
+  }
+  GstBuffer* buffer = nullptr;
+  const char* why = nullptr;
+  const GstFlowReturn ret = acquire_from_negotiated_pool(src, &buffer, &why);
+  if (ret == GST_FLOW_FLUSHING) return ret;
+  GstMemory* memory = ret == GST_FLOW_OK ? gst_buffer_peek_memory(buffer, 0) : nullptr;
+  if (ret != GST_FLOW_OK || !memory || !gst_is_gl_memory(memory)) {
+    if (ret == GST_FLOW_OK) gst_buffer_unref(buffer);
+    GST_ELEMENT_ERROR(
+        src, RESOURCE, NO_SPACE_LEFT, ("Could not get a GL texture for a frame."),
+        ("%s", ret != GST_FLOW_OK ? why : "the negotiated pool does not make GL memory"));
+    return GST_FLOW_ERROR;
+  }
+  target->buffer = buffer;
+  target->memory = memory;
+  return GST_FLOW_OK;
 }
 
 namespace {
@@ -164,24 +190,12 @@ class GlInteropOutput final : public SrcOutput {
 
   GstFlowReturn make(GstBaseSrc* src, cipc::ReceivedFrame& frame, const GstVideoInfo& layout,
                      GstBuffer** out) override {
-    cipc_slots::CudaSlotMemory* slot = cipc_slots::cuda_slot_of(frame.slot->memory.get());
-    if (slot == nullptr || !gl_output_supports(GST_VIDEO_INFO_FORMAT(&out_info_))) {
-      GST_ELEMENT_ERROR(src, CORE, NEGOTIATION, ("Cannot output this frame as GL memory."),
-                        ("GL output takes CUDA frames of RGBA, BGRA, RGBx or BGRx"));
-      return GST_FLOW_ERROR;
-    }
-    GstBuffer* buffer = nullptr;
-    const char* why = nullptr;
-    const GstFlowReturn ret = acquire_from_negotiated_pool(src, &buffer, &why);
-    if (ret == GST_FLOW_FLUSHING) return ret;
-    GstMemory* memory = ret == GST_FLOW_OK ? gst_buffer_peek_memory(buffer, 0) : nullptr;
-    if (ret != GST_FLOW_OK || !memory || !gst_is_gl_memory(memory)) {
-      if (ret == GST_FLOW_OK) gst_buffer_unref(buffer);
-      GST_ELEMENT_ERROR(
-          src, RESOURCE, NO_SPACE_LEFT, ("Could not get a GL texture for a frame."),
-          ("%s", ret != GST_FLOW_OK ? why : "the negotiated pool does not make GL memory"));
-      return GST_FLOW_ERROR;
-    }
+    GlFrameTarget target;
+    const GstFlowReturn ret = acquire_gl_target(src, frame, out_info_, &target);
+    if (ret != GST_FLOW_OK) return ret;
+    GstBuffer* buffer = target.buffer;
+    GstMemory* memory = target.memory;
+    cipc_slots::CudaSlotMemory* slot = target.slot;
     if (through_host_) return download(src, frame, layout, buffer, out);
     CopyJob job{memory, slot, &layout, &out_info_, cuda_->device, cuda_->stream.handle(), {}};
     gst_gl_context_thread_add(context_, copy_in_gl_thread, &job);
@@ -242,10 +256,16 @@ class GlInteropOutput final : public SrcOutput {
 
 std::unique_ptr<SrcOutput> make_gl_output(const GstVideoInfo& out_info, GstGLContext* context,
                                           SrcCudaSide* cuda, SrcOutputCounters counters,
-                                          bool fall_back_to_host) {
+                                          GstCipcGlImport way, std::string* why) {
   if (!cipc_gl_output_debug) GST_DEBUG_CATEGORY_GET(cipc_gl_output_debug, "cudaipc-src");
-  if (!context || !cuda) return nullptr;
-  return std::make_unique<GlInteropOutput>(out_info, context, cuda, counters, fall_back_to_host);
+  if (!context || !cuda) {
+    *why = "no GL context";
+    return nullptr;
+  }
+  if (way == GST_CIPC_GL_IMPORT_MEMORY_OBJECT)
+    return make_gl_memory_object_output(out_info, context, counters, why);
+  return std::make_unique<GlInteropOutput>(out_info, context, cuda, counters,
+                                           way == GST_CIPC_GL_IMPORT_AUTO);
 }
 
 }  // namespace cipc_gst

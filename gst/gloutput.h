@@ -14,8 +14,14 @@
 #include <gst/video/video.h>
 
 #include <memory>
+#include <string>
 
+#include "enums.h"
 #include "srcoutput.h"
+
+namespace cipc_slots {
+class CudaSlotMemory;
+}
 
 namespace cipc_gst {
 
@@ -30,12 +36,26 @@ bool caps_have_gl_memory(const GstCaps* caps);
 // it offered one on the same context), with the GL sync meta when downstream takes it.
 bool decide_gl_pool(GstQuery* query, GstCaps* caps, GstGLContext* context);
 
-// The output, writing into textures of `context` (referenced) with `cuda`'s device and stream.
-// Where CUDA cannot register a texture (GL on another GPU, or a GL without CUDA interop), it
-// warns once and from then on fills the textures' system-memory side with a download, which GL
-// uploads (`fall_back_to_host`), or fails with an error naming the cause.
+// What a GL output writes one frame into: a buffer of the negotiated GL pool (owned by the
+// caller), its texture memory, and the frame's CUDA slot.
+struct GlFrameTarget {
+  GstBuffer* buffer = nullptr;
+  GstMemory* memory = nullptr;
+  cipc_slots::CudaSlotMemory* slot = nullptr;
+};
+// Checks that `frame` can be output as GL memory of `out_info` and takes a texture for it:
+// GST_FLOW_OK and *target, GST_FLOW_FLUSHING, or GST_FLOW_ERROR with the element error posted.
+GstFlowReturn acquire_gl_target(GstBaseSrc* src, cipc::ReceivedFrame& frame,
+                                const GstVideoInfo& out_info, GlFrameTarget* target);
+
+// The output for cudasrc-ipc's gl-import `way`, writing into textures of `context` (referenced)
+// with `cuda`'s device and stream. memory-object: glmemobjoutput.h. cuda-interop and auto copy
+// with CUDA-OpenGL interop; where CUDA cannot register a texture (GL on another GPU, or a GL
+// without CUDA interop), auto warns once and from then on fills the textures' system-memory side
+// with a download, which GL uploads, and cuda-interop fails with an error naming the cause.
+// nullptr with *why where the way cannot be made on this context.
 std::unique_ptr<SrcOutput> make_gl_output(const GstVideoInfo& out_info, GstGLContext* context,
                                           SrcCudaSide* cuda, SrcOutputCounters counters,
-                                          bool fall_back_to_host);
+                                          GstCipcGlImport way, std::string* why);
 
 }  // namespace cipc_gst

@@ -120,13 +120,14 @@ struct Counters {
   std::atomic<guint64> latency_last_ns{0};
   std::atomic<guint64> downloads{0};      // device-to-host copies into downstream buffers
   std::atomic<guint64> device_copies{0};  // io-mode=copy
+  std::atomic<guint64> gl_copies{0};      // gl-import=memory-object: GL's copies into textures
   std::atomic<bool> cuda_mps{false};      // the CUDA context importing frames is an MPS client
 
   void reset() {
     frames = frames_skipped = slots_imported = slots_retired = connects = caps_changes = 0;
     frames_stale = timestamp_shift_ns = 0;
     latency_last_ns = 0;
-    downloads = device_copies = 0;
+    downloads = device_copies = gl_copies = 0;
     cuda_mps = false;
   }
 };
@@ -235,16 +236,16 @@ static Settings snapshot_settings(GstCudaSrcIpc* self) {
 // Every counter, in both the stats property and the stats-interval message: one list, so that
 // neither can lack a field the other has (issue 24, defect 10).
 static void set_counters(const Counters& c, GstStructure* s) {
-  gst_structure_set(s, "frames-received", G_TYPE_UINT64, c.frames.load(), "frames-skipped",
-                    G_TYPE_UINT64, c.frames_skipped.load(), "frames-stale", G_TYPE_UINT64,
-                    c.frames_stale.load(), "timestamp-shift-ns", G_TYPE_UINT64,
-                    c.timestamp_shift_ns.load(), "slots-imported", G_TYPE_UINT64,
-                    c.slots_imported.load(), "slots-retired", G_TYPE_UINT64, c.slots_retired.load(),
-                    "connects", G_TYPE_UINT64, c.connects.load(), "caps-changes", G_TYPE_UINT64,
-                    c.caps_changes.load(), "latency-last-ns", G_TYPE_UINT64,
-                    c.latency_last_ns.load(), "downloads", G_TYPE_UINT64, c.downloads.load(),
-                    "device-copies", G_TYPE_UINT64, c.device_copies.load(), "cuda-mps",
-                    G_TYPE_BOOLEAN, static_cast<gboolean>(c.cuda_mps.load()), nullptr);
+  gst_structure_set(
+      s, "frames-received", G_TYPE_UINT64, c.frames.load(), "frames-skipped", G_TYPE_UINT64,
+      c.frames_skipped.load(), "frames-stale", G_TYPE_UINT64, c.frames_stale.load(),
+      "timestamp-shift-ns", G_TYPE_UINT64, c.timestamp_shift_ns.load(), "slots-imported",
+      G_TYPE_UINT64, c.slots_imported.load(), "slots-retired", G_TYPE_UINT64,
+      c.slots_retired.load(), "connects", G_TYPE_UINT64, c.connects.load(), "caps-changes",
+      G_TYPE_UINT64, c.caps_changes.load(), "latency-last-ns", G_TYPE_UINT64,
+      c.latency_last_ns.load(), "downloads", G_TYPE_UINT64, c.downloads.load(), "device-copies",
+      G_TYPE_UINT64, c.device_copies.load(), "gl-copies", G_TYPE_UINT64, c.gl_copies.load(),
+      "cuda-mps", G_TYPE_BOOLEAN, static_cast<gboolean>(c.cuda_mps.load()), nullptr);
 }
 
 static GstStructure* make_stats(GstCudaSrcIpc* self) {
@@ -313,7 +314,9 @@ static cipc::Result<std::shared_ptr<cipc::MemoryBackend>> choose_backend(GstCuda
                                                                          const cipc::Welcome& w) {
   SrcPrivate& p = *self->priv;
   cipc_slots::ConsumerDevice gpu;
-  auto backend = cipc_slots::backend_for_producer(w, p.active.cuda_device_id, &gpu);
+  // gl-import=memory-object: GL imports the slots from their descriptors (one kept per slot).
+  auto backend = cipc_slots::backend_for_producer(
+      w, p.active.cuda_device_id, &gpu, p.active.gl_import == GST_CIPC_GL_IMPORT_MEMORY_OBJECT);
   if (!backend) return backend;
   const int device = gpu.ordinal;
   p.producer_cuda = w.memory_kind == cipc::MemoryKind::kCuda;
@@ -501,7 +504,8 @@ static gboolean gst_cuda_src_ipc_set_caps(GstBaseSrc* src, GstCaps* caps) {
   }
 #endif
   cipc_gst::SrcOutputKind kind = cipc_gst::choose_src_output(request);
-  const cipc_gst::SrcOutputCounters counters{&p.counters.downloads, &p.counters.device_copies};
+  const cipc_gst::SrcOutputCounters counters{&p.counters.downloads, &p.counters.device_copies,
+                                             &p.counters.gl_copies};
 #ifdef CIPC_HAVE_GST_GL
   if (kind == cipc_gst::SrcOutputKind::kGl) {
     std::string why;
@@ -511,9 +515,14 @@ static gboolean gst_cuda_src_ipc_set_caps(GstBaseSrc* src, GstCaps* caps) {
                         (nullptr));
       return FALSE;
     }
-    p.output = cipc_gst::make_gl_output(p.out_info, gl, &p.cuda, counters,
-                                        p.settings.gl_import == GST_CIPC_GL_IMPORT_AUTO);
+    p.output =
+        cipc_gst::make_gl_output(p.out_info, gl, &p.cuda, counters, p.active.gl_import, &why);
     gst_object_unref(gl);
+    if (!p.output) {
+      GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS, ("Cannot output GL memory: %s.", why.c_str()),
+                        (nullptr));
+      return FALSE;
+    }
   }
 #endif
   if (!p.output)
@@ -763,9 +772,8 @@ static void count_frame(GstCudaSrcIpc* self, const cipc::Frame& info) {
 static GstFlowReturn without_frame(SrcPrivate& p, GstFlowReturn ret) {
 #ifdef CIPC_HAVE_CUDA
   if (p.cuda.deferred) p.cuda.deferred->flush();
-#else
-  (void)p;
 #endif
+  if (p.output) p.output->flush_releases();
   return ret;
 }
 
@@ -789,6 +797,11 @@ static GstFlowReturn gst_cuda_src_ipc_create(GstPushSrc* push, GstBuffer** out) 
       }
     }
 #endif
+    // GL memory objects: claims whose GL read is done go back (gst/glmemobjoutput.h).
+    if (p.output) {
+      const int output_ms = p.output->collect_releases();
+      if (output_ms >= 0 && (timeout_ms < 0 || output_ms < timeout_ms)) timeout_ms = output_ms;
+    }
     cipc::ClientEvent ev = p.client->next(timeout_ms);
     p.counters.slots_imported = p.client->slots_imported();
     p.counters.slots_retired = p.client->slots_retired();
@@ -939,8 +952,9 @@ static void gst_cuda_src_ipc_class_init(GstCudaSrcIpcClass* klass) {
       object_class, PROP_GL_IMPORT,
       g_param_spec_enum("gl-import", "GL import",
                         "How a CUDA producer's frames reach GL elements downstream (glimagesink): "
-                        "as GL textures written on the GPU (cuda-interop; auto falls back to "
-                        "system memory where GL is on another GPU), or as system memory (none)",
+                        "as GL textures written on the GPU by CUDA (cuda-interop; auto falls back "
+                        "to system memory where GL is on another GPU) or by GL from the slot "
+                        "imported into it (memory-object), or as system memory (none)",
                         gst_cipc_gl_import_get_type(), DEFAULT_GL_IMPORT, rw_ready));
 #endif
   g_object_class_install_property(
@@ -953,8 +967,9 @@ static void gst_cuda_src_ipc_class_init(GstCudaSrcIpcClass* klass) {
           "slots-imported, slots-retired (imports dropped "
           "because the producer retired their slot), connects, "
           "caps-changes, latency-last-ns, downloads, device-copies (io-mode=copy, or "
-          "copies into GStreamer CUDA memory where it cannot wrap the slot), cuda-mps (boolean: "
-          "this process's CUDA "
+          "copies into GStreamer CUDA memory where it cannot wrap the slot, or into GL textures "
+          "with gl-import=cuda-interop or auto), gl-copies (GL's copies into textures from "
+          "imported slots, gl-import=memory-object), cuda-mps (boolean: this process's CUDA "
           "context runs as a client of an MPS server)",
           GST_TYPE_STRUCTURE, ro));
 

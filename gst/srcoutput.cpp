@@ -46,6 +46,8 @@ const char* describe(SrcOutputKind kind) {
     case SrcOutputKind::kGstCuda: return "as copies into GStreamer CUDA memory";
     case SrcOutputKind::kGstCudaWrapped: return "as GStreamer CUDA memory wrapping the slots";
     case SrcOutputKind::kGl: return "as copies into GL textures (CUDA-OpenGL interop)";
+    case SrcOutputKind::kGlMemoryObject:
+      return "as GL copies from slots imported into GL (GL_EXT_memory_object_fd)";
   }
   return "?";
 }

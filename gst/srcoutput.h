@@ -34,6 +34,7 @@ enum class SrcOutputKind {
   kGstCuda,         // one device-to-device copy into GStreamer CUDA memory (nvcodec downstream)
   kGstCudaWrapped,  // GStreamer CUDA memory wrapping the producer's slot (GStreamer >= 1.24)
   kGl,              // one device-to-device copy into a GL texture (gloutput.h)
+  kGlMemoryObject,  // the slot imported into GL, copied by GL into a texture (glmemobjoutput.h)
 };
 
 // What decides the output: the producer's memory, the negotiated caps' memory feature, io-mode.
@@ -85,6 +86,7 @@ bool copy_frame_into(GstBaseSrc* src, cipc::ReceivedFrame& frame, const GstVideo
 struct SrcOutputCounters {
   std::atomic<guint64>* downloads = nullptr;      // device-to-host copies
   std::atomic<guint64>* device_copies = nullptr;  // io-mode=copy and GStreamer CUDA memory
+  std::atomic<guint64>* gl_copies = nullptr;      // GL's own copies from imported slots
 };
 
 class SrcOutput {
@@ -96,6 +98,12 @@ class SrcOutput {
   // `src` (or GST_FLOW_FLUSHING). Timestamps, flags and other metas are the element's.
   virtual GstFlowReturn make(GstBaseSrc* src, cipc::ReceivedFrame& frame,
                              const GstVideoInfo& layout, GstBuffer** out) = 0;
+  // Claims the output still holds for GPU reads it queued: those done go back now. Returns how
+  // long the streaming thread may wait for the next message before calling again, in
+  // milliseconds (-1: nothing pending). Only outputs whose reads nobody else watches hold any.
+  virtual int collect_releases() { return -1; }
+  // Leaving create() without a frame: every pending claim goes back once its reads are done.
+  virtual void flush_releases() {}
 };
 
 // The output for `kind`, producing buffers of `out_info` (the negotiated caps). `cuda` must
@@ -103,7 +111,7 @@ class SrcOutput {
 // pipeline's, our primary context's wrapper), which it references. nullptr for a CUDA output in
 // a build without CUDA (never chosen there: the producer cannot be CUDA), and for
 // kGstCudaWrapped where it cannot be made (the caller then asks for kGstCuda). kGl is made by
-// make_gl_output() (gloutput.h), which needs the GL context.
+// make_gl_output() (gloutput.h), which needs the GL context; so is kGlMemoryObject.
 std::unique_ptr<SrcOutput> make_src_output(SrcOutputKind kind, const GstVideoInfo& out_info,
                                            SrcCudaSide* cuda, SrcOutputCounters counters,
                                            GstCudaContext* gst_cuda_context = nullptr);

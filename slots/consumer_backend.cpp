@@ -13,7 +13,8 @@
 namespace cipc_slots {
 
 cipc::Result<std::shared_ptr<cipc::MemoryBackend>> backend_for_producer(
-    const cipc::Welcome& welcome, int requested_device, ConsumerDevice* device) {
+    const cipc::Welcome& welcome, int requested_device, ConsumerDevice* device,
+    bool keep_descriptors) {
   *device = ConsumerDevice();
   if (welcome.memory_kind != cipc::MemoryKind::kCuda)
     return std::shared_ptr<cipc::MemoryBackend>(std::make_shared<HostMemoryBackend>());
@@ -46,9 +47,11 @@ cipc::Result<std::shared_ptr<cipc::MemoryBackend>> backend_for_producer(
   device->mps_client = info.mps_client;
   const cipc::SyncMode sync =
       welcome.sync_mode == cipc::SyncMode::kCpu ? cipc::SyncMode::kCpu : cipc::SyncMode::kGpuEvents;
-  return std::shared_ptr<cipc::MemoryBackend>(std::make_shared<CudaMemoryBackend>(ordinal, sync));
+  return std::shared_ptr<cipc::MemoryBackend>(
+      std::make_shared<CudaMemoryBackend>(ordinal, sync, keep_descriptors));
 #else
   (void)requested_device;
+  (void)keep_descriptors;
   return cipc::Error{cipc::ErrorCode::kUnsupported,
                      "the producer shares CUDA memory but this cudaipc plugin was built without "
                      "CUDA"};

@@ -19,8 +19,10 @@ struct ConsumerDevice {
 
 // `requested_device` >= 0 names the GPU to import on, which must be the producer's; -1 finds
 // it by UUID. `device` receives the GPU used. Errors say why in a sentence: no CUDA device, the
-// producer's GPU not visible here, or another GPU named.
+// producer's GPU not visible here, or another GPU named. `keep_descriptors`: CUDA slots keep
+// their descriptors for a second importer (GL's memory objects; CudaSlotMemory::kept_descriptor).
 cipc::Result<std::shared_ptr<cipc::MemoryBackend>> backend_for_producer(
-    const cipc::Welcome& welcome, int requested_device, ConsumerDevice* device);
+    const cipc::Welcome& welcome, int requested_device, ConsumerDevice* device,
+    bool keep_descriptors = false);
 
 }  // namespace cipc_slots

@@ -69,7 +69,8 @@ cipc_cuda::Status CudaSlotMemory::create_readiness_event() {
 }
 
 cipc::Result<std::unique_ptr<CudaSlotMemory>> CudaSlotMemory::import(
-    int device, cipc::UniqueFd fd, size_t size, const cipc::EventHandle* readiness, SyncMode sync) {
+    int device, cipc::UniqueFd fd, size_t size, const cipc::EventHandle* readiness, SyncMode sync,
+    bool keep_descriptor) {
   std::unique_ptr<CudaSlotMemory> m(new CudaSlotMemory());
   m->sync_ = sync;
   cipc_cuda::Status s =
@@ -95,6 +96,7 @@ cipc::Result<std::unique_ptr<CudaSlotMemory>> CudaSlotMemory::import(
     s = cipc_cuda::Event::create_polled(device, &m->release_);
     if (!s) return cuda_error("creating a release event", s);
   }
+  if (keep_descriptor) m->kept_fd_ = std::move(fd);
   return m;
 }
 
@@ -145,6 +147,23 @@ cipc_cuda::Status CudaSlotMemory::wait_released() {
   }
 }
 
+cipc_cuda::Status CudaSlotMemory::wait_ready_on_host() {
+  if (sync_ == SyncMode::kCpu || !readiness_.valid()) return cipc_cuda::Status::ok();
+  // Frames usually arrive complete, or a few microseconds short (a producer records readiness
+  // right after its last launch): spin briefly, then back off as wait_released() does. The
+  // opened interprocess event cannot be synchronize()d without spinning a core.
+  const uint64_t spin_until = cipc::monotonic_ns() + kInlineReleaseWindowNs;
+  auto pause = std::chrono::microseconds(20);
+  for (;;) {
+    bool done = false;
+    const cipc_cuda::Status s = readiness_.query(&done);
+    if (!s || done) return s;
+    if (cipc::monotonic_ns() < spin_until) continue;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+  }
+}
+
 cipc_cuda::Status CudaSlotMemory::query_reads_done(bool* done) {
   // sync-mode=cpu: record_release() synchronised the stream, the reads are done.
   if (!release_.valid()) {
@@ -186,7 +205,7 @@ cipc::Result<std::unique_ptr<cipc::SlotMemory>> CudaMemoryBackend::allocate(size
 
 cipc::Result<std::unique_ptr<cipc::SlotMemory>> CudaMemoryBackend::import(
     cipc::UniqueFd fd, size_t size, const cipc::EventHandle* event) {
-  auto m = CudaSlotMemory::import(device_, std::move(fd), size, event, sync_);
+  auto m = CudaSlotMemory::import(device_, std::move(fd), size, event, sync_, keep_descriptors_);
   if (!m) return m.error();
   return std::unique_ptr<cipc::SlotMemory>(std::move(m.value()));
 }

@@ -55,11 +55,13 @@ class CudaSlotMemory final : public cipc::SlotMemory, public CudaRegion {
   static cipc::Result<std::unique_ptr<CudaSlotMemory>> allocate(int device, size_t size,
                                                                 SyncMode sync);
   // Consumer: imports a producer's slot and opens its readiness event (when sent); creates this
-  // process's (local) release event for it.
+  // process's (local) release event for it. With `keep_descriptor`, the slot's descriptor stays
+  // open for the slot's life (another API importing the same memory: GL's memory objects).
   static cipc::Result<std::unique_ptr<CudaSlotMemory>> import(int device, cipc::UniqueFd fd,
                                                               size_t size,
                                                               const cipc::EventHandle* readiness,
-                                                              SyncMode sync);
+                                                              SyncMode sync,
+                                                              bool keep_descriptor = false);
   // Producer: device memory another allocator made exportable and exported (GStreamer's VMM
   // pools, issue 29). `fd` is this slot's own descriptor for it (a dup); the mapping at `ptr`, of
   // `size` bytes, stays the other allocator's, which must keep it for as long as this object
@@ -86,6 +88,14 @@ class CudaSlotMemory final : public cipc::SlotMemory, public CudaRegion {
   cipc_cuda::Status query_reads_done(bool* done) override;
   // Returns once the reads recorded by record_release() are done, polling (release worker only).
   cipc_cuda::Status wait_released();
+  // Consumer: returns once the producer's frame is complete on the GPU, waiting on the CPU
+  // (polling, as wait_released()), for readers that cannot wait on a CUDA event (GL).
+  cipc_cuda::Status wait_ready_on_host();
+  // Consumer, imported with keep_descriptor: the slot's descriptor (still ours: dup it), or -1.
+  int kept_descriptor() const { return kept_fd_.get(); }
+  // The allocation's size as the driver holds it (granularity-rounded): what another API
+  // importing the descriptor must be told.
+  size_t allocation_bytes() const { return allocation_.mapped_size(); }
 
  private:
   CudaSlotMemory() = default;
@@ -101,12 +111,15 @@ class CudaSlotMemory final : public cipc::SlotMemory, public CudaRegion {
   cipc_cuda::Event readiness_;  // created (producer) or opened (consumer)
   cipc::EventHandle readiness_handle_{};
   cipc_cuda::Event release_;  // consumer: recorded after the last read, waited on locally
+  cipc::UniqueFd kept_fd_;    // consumer with keep_descriptor
 };
 
 // The MemoryBackend for memory=cuda, on one device.
 class CudaMemoryBackend final : public cipc::MemoryBackend {
  public:
-  CudaMemoryBackend(int device, SyncMode sync) : device_(device), sync_(sync) {}
+  // `keep_descriptors`: every imported slot keeps its descriptor (CudaSlotMemory::import).
+  CudaMemoryBackend(int device, SyncMode sync, bool keep_descriptors = false)
+      : device_(device), sync_(sync), keep_descriptors_(keep_descriptors) {}
   cipc::MemoryKind kind() const override { return cipc::MemoryKind::kCuda; }
   cipc::Result<std::unique_ptr<cipc::SlotMemory>> allocate(size_t size) override;
   cipc::Result<std::unique_ptr<cipc::SlotMemory>> import(cipc::UniqueFd fd, size_t size,
@@ -117,6 +130,7 @@ class CudaMemoryBackend final : public cipc::MemoryBackend {
  private:
   int device_;
   SyncMode sync_;
+  bool keep_descriptors_;
 };
 
 // The CUDA slot behind a slot memory of either side, or nullptr for host memory.

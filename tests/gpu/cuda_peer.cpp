@@ -55,6 +55,8 @@
 // --transport gl makes the consumer take GL memory (memory:GLMemory, BGRA), as glimagesink would,
 // and read it back with gldownload: the frames are then checksummed as host memory is (uploaded
 // here first). GL needs a display or, headless, GST_GL_WINDOW=egl-device GST_GL_PLATFORM=egl.
+// --gl-import auto|cuda-interop|memory-object|none sets cudasrc-ipc's gl-import (default auto).
+// display --display-sink ximagesink|glimagesink picks the display (default ximagesink).
 // --cpu-map 1 makes the consumer read frames with gst_buffer_map() (checksummed on the CPU), as
 // an element that knows nothing of CUDA would. --streaming-thread 1 handles each frame in the
 // pipeline's streaming thread (appsink's new-sample callback), as an element downstream of
@@ -122,6 +124,7 @@ uint64_t now_ns() {
 
 struct Options {
   std::string mode, socket, record, io_mode = "import", sync_mode = "gpu-events";
+  std::string gl_import = "auto", display_sink = "ximagesink";
   std::string source = "pool", stamps, arrivals, transport = "cuda", clip;
   int width = 1920, height = 1080, fps = 0, device = -1, hold_ms = 0, timeout_s = 60,
       max_in_flight = 8;
@@ -177,6 +180,10 @@ Options parse(int argc, char** argv) {
       o.consumers = std::stoi(v);
     else if (k == "--io-mode")
       o.io_mode = v;
+    else if (k == "--gl-import")
+      o.gl_import = v;
+    else if (k == "--display-sink")
+      o.display_sink = v;
     else if (k == "--sync-mode")
       o.sync_mode = v;
     else if (k == "--device")
@@ -908,10 +915,11 @@ int consume(const Options& o) {
              (o.device >= 0 ? " cuda-device-id=" + std::to_string(o.device) : "") +
              (gst_cuda ? " ! video/x-raw(memory:CUDAMemory)"
               : cuda   ? " ! video/x-raw(memory:CUDAIPCMemory)"
-              : gl     ? " ! video/x-raw(memory:GLMemory),format=BGRA ! "
+              : gl     ? " gl-import=" + o.gl_import +
+                         " ! video/x-raw(memory:GLMemory),format=BGRA ! "
                          "gldownload ! "
                          "video/x-raw,format=BGRA"
-                       : " ! video/x-raw");
+                   : " ! video/x-raw");
   }
   launch += " ! appsink name=out sync=false max-buffers=4 enable-last-sample=false";
   GError* err = nullptr;
@@ -1166,8 +1174,13 @@ GstFlowReturn presenting_chain(GstPad* pad, GstObject* parent, GstBuffer* buffer
 }
 
 int display(const Options& o) {
+  // ximagesink (system memory: one download per frame), or glimagesink (GL textures, gl-import).
+  const bool gl = o.display_sink == "glimagesink";
+  if (!gl && o.display_sink != "ximagesink") die("unknown --display-sink " + o.display_sink);
   const std::string launch = "cudasrc-ipc name=src connect-timeout=20000 io-mode=" + o.io_mode +
-                             " socket-path=" + o.socket + " ! ximagesink name=out sync=false";
+                             (gl ? " gl-import=" + o.gl_import : std::string()) +
+                             " socket-path=" + o.socket + " ! " + o.display_sink +
+                             " name=out sync=false";
   GError* err = nullptr;
   GstElement* pipeline = gst_parse_launch(launch.c_str(), &err);
   if (!pipeline) die(err->message);

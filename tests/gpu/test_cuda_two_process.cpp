@@ -353,6 +353,33 @@ TEST_F(GpuTwoProcess, GlMemoryDownstreamGetsEachFrameCopiedOnTheGpuBitExact) {
   EXPECT_FALSE(contains(transcript, "ERROR")) << transcript.substr(0, 3000);
 }
 
+// gl-import=memory-object: the producer's slots imported into GL (GL_EXT_memory_object_fd), GL
+// copies each frame into the texture: no CUDA copy at all, no download, every frame the
+// producer's, 4K included (the row length and the offset into the slot reach GL right). At
+// 1080p the consumer may hold one frame only: a claim waiting for GL's fence must go back
+// without a next frame to trigger it, or the producer would wait for ever.
+TEST_F(GpuTwoProcess, GlMemoryObjectImportGivesEachFrameWithNoCudaCopyBitExact) {
+#if !CIPC_TEST_GST_GL
+  GTEST_SKIP() << "built without GStreamer's GL library: no memory:GLMemory output";
+#endif
+  if (!std::getenv("DISPLAY") && !std::getenv("WAYLAND_DISPLAY") && !std::getenv("GST_GL_PLATFORM"))
+    GTEST_SKIP() << "no display and no GST_GL_PLATFORM: GL has nothing to run on here";
+  for (const auto& size : {std::pair<int, int>{1920, 1080}, {3840, 2160}}) {
+    SCOPED_TRACE(std::to_string(size.first) + "x" + std::to_string(size.second));
+    std::string transcript;
+    const auto stats = run_bit_exact(size.first, size.second, 300, {},
+                                     {"--transport", "gl", "--gl-import", "memory-object",
+                                      "--max-in-flight", size.first == 1920 ? "1" : "4"},
+                                     0, &transcript);
+    EXPECT_EQ(stat_of(stats.second, "gl-copies"), 300u) << stats.second;
+    EXPECT_EQ(stat_of(stats.second, "device-copies"), 0u) << stats.second;
+    EXPECT_EQ(stat_of(stats.second, "downloads"), 0u) << stats.second;
+    EXPECT_EQ(stat_of(stats.first, "claims-outstanding"), 0u) << stats.first;
+    EXPECT_FALSE(contains(transcript, "ERROR")) << transcript.substr(0, 3000);
+    if (HasFailure()) break;
+  }
+}
+
 // Issue 29: consumers SIGKILLed while they hold frames as GstCudaMemory (wrapped slots from 1.24):
 // the producer reclaims every claim and keeps streaming, GPU memory in use is flat from cycle 5
 // to cycle 50 (the producer stays up throughout), and a last consumer gets exact frames.
