@@ -65,11 +65,8 @@ GstMemory* private_copy_of(cipc_slots::PrivateCopies& copies, cipc::ReceivedFram
     *error = "the frame is not in CUDA memory";
     return nullptr;
   }
-  auto claim = std::make_shared<
-      std::pair<std::shared_ptr<const cipc::ImportedSlot>, std::shared_ptr<cipc::FrameClaim>>>(
-      frame.slot, std::move(frame.claim));
   auto copy =
-      cipc_slots::copy_frame(copies, *slot, frame.info.size, stream, std::move(claim), deferred);
+      cipc_slots::copy_frame(copies, *slot, frame.info.size, stream, frame.take_hold(), deferred);
   if (!copy) {
     *error = copy.error().message;
     return nullptr;

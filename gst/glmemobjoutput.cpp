@@ -27,11 +27,6 @@ constexpr GLuint64 kFenceWaitNs = 1000000000;
 // readers do; claims still pending are collected by the streaming thread every millisecond.
 constexpr uint64_t kInlineWaitNs = 20000;
 
-struct ClaimedFrame {
-  std::shared_ptr<const cipc::ImportedSlot> slot;
-  std::shared_ptr<cipc::FrameClaim> claim;
-};
-
 // One imported slot, valid while the producer's slot lives.
 struct CachedImport {
   std::weak_ptr<const cipc::ImportedSlot> slot;
@@ -188,14 +183,8 @@ class GlMemoryObjectOutput final : public SrcOutput {
                         ("%s", ready.message().c_str()));
       return GST_FLOW_ERROR;
     }
-    CopyJob job{&state_,
-                target.memory,
-                &frame.slot,
-                target.slot,
-                &layout,
-                &out_info_,
-                std::make_shared<ClaimedFrame>(ClaimedFrame{frame.slot, std::move(frame.claim)}),
-                {}};
+    CopyJob job{&state_, target.memory, &frame.slot,       target.slot,
+                &layout, &out_info_,    frame.take_hold(), {}};
     gst_gl_context_thread_add(context_, copy_in_gl_thread, &job);
     pending_ = state_ ? state_->pending() : 0;  // read after the GL thread's job returned
     if (!job.error.empty()) {
@@ -207,10 +196,7 @@ class GlMemoryObjectOutput final : public SrcOutput {
                         ("%s", job.error.c_str()));
       return GST_FLOW_ERROR;
     }
-    // Readers in other GL contexts wait for what this context queued, on the GPU.
-    GstGLSyncMeta* sync = gst_buffer_get_gl_sync_meta(buffer);
-    if (!sync) sync = gst_buffer_add_gl_sync_meta(context_, buffer);
-    gst_gl_sync_meta_set_sync_point(sync, context_);
+    set_gl_sync_point(buffer, context_);
     ++*counters_.gl_copies;
     *out = buffer;
     return GST_FLOW_OK;

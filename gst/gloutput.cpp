@@ -94,6 +94,12 @@ GstFlowReturn acquire_gl_target(GstBaseSrc* src, cipc::ReceivedFrame& frame,
   return GST_FLOW_OK;
 }
 
+void set_gl_sync_point(GstBuffer* buffer, GstGLContext* context) {
+  GstGLSyncMeta* sync = gst_buffer_get_gl_sync_meta(buffer);
+  if (!sync) sync = gst_buffer_add_gl_sync_meta(context, buffer);
+  gst_gl_sync_meta_set_sync_point(sync, context);
+}
+
 namespace {
 
 // A texture's CUDA registration, cached on its GstGLMemory for the memory's life. It is made
@@ -171,11 +177,6 @@ void copy_in_gl_thread(GstGLContext* context, gpointer data) {
   job->status = s;
 }
 
-struct ClaimedFrame {
-  std::shared_ptr<const cipc::ImportedSlot> slot;
-  std::shared_ptr<cipc::FrameClaim> claim;
-};
-
 class GlInteropOutput final : public SrcOutput {
  public:
   GlInteropOutput(const GstVideoInfo& out_info, GstGLContext* context, SrcCudaSide* cuda,
@@ -217,13 +218,9 @@ class GlInteropOutput final : public SrcOutput {
       return GST_FLOW_ERROR;
     }
     if (job.registered_now) GST_DEBUG("registered GL texture of %p with CUDA", memory);
-    // Readers in other GL contexts wait for what this context queued, on the GPU.
-    GstGLSyncMeta* sync = gst_buffer_get_gl_sync_meta(buffer);
-    if (!sync) sync = gst_buffer_add_gl_sync_meta(context_, buffer);
-    gst_gl_sync_meta_set_sync_point(sync, context_);
+    set_gl_sync_point(buffer, context_);
     // The slot goes back to the producer once the copy has read it.
-    auto keepalive =
-        std::make_shared<ClaimedFrame>(ClaimedFrame{frame.slot, std::move(frame.claim)});
+    std::shared_ptr<void> keepalive = frame.take_hold();
     if (cuda_->deferred)
       cuda_->deferred->add(*slot, std::move(keepalive));
     else

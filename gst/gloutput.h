@@ -48,6 +48,10 @@ struct GlFrameTarget {
 GstFlowReturn acquire_gl_target(GstBaseSrc* src, cipc::ReceivedFrame& frame,
                                 const GstVideoInfo& out_info, GlFrameTarget* target);
 
+// After a frame was written into `buffer`'s texture in `context`: readers in other GL contexts
+// wait for what `context` queued (GstGLSyncMeta), on the GPU.
+void set_gl_sync_point(GstBuffer* buffer, GstGLContext* context);
+
 // The output for cudasrc-ipc's gl-import `way`, writing into textures of `context` (referenced)
 // with `cuda`'s device and stream. memory-object: glmemobjoutput.h. cuda-interop and auto copy
 // with CUDA-OpenGL interop; where CUDA cannot register a texture (GL on another GPU, or a GL

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "channel.h"
 #include "memory.h"
@@ -69,6 +70,14 @@ struct ReceivedFrame {
   Frame info;
   std::shared_ptr<const ImportedSlot> slot;
   std::shared_ptr<FrameClaim> claim;
+
+  // The slot and the claim in one owner, for work that must keep both until the GPU has read
+  // the slot (dropping it sends RELEASE, then lets the slot go); the claim moves out of here.
+  std::shared_ptr<void> take_hold() {
+    return std::make_shared<
+        std::pair<std::shared_ptr<const ImportedSlot>, std::shared_ptr<FrameClaim>>>(
+        slot, std::move(claim));
+  }
 };
 
 struct ConsumerEvent {

@@ -16,6 +16,24 @@ namespace {
 // worker (see drop_after_reads).
 constexpr uint64_t kInlineReleaseWindowNs = 20000;
 
+// Returns once `event`'s last record has completed: polled without pause for `spin_ns`, then
+// sleeping from `first_pause`, doubling up to 1 ms. Our release events ask for no interrupt and
+// an opened interprocess event cannot be synchronize()d without spinning a core for as long as
+// the GPU work takes.
+cipc_cuda::Status poll_until_complete(const cipc_cuda::Event& event, uint64_t spin_ns,
+                                      std::chrono::microseconds first_pause) {
+  const uint64_t spin_until = cipc::monotonic_ns() + spin_ns;
+  auto pause = first_pause;
+  for (;;) {
+    bool done = false;
+    const cipc_cuda::Status s = event.query(&done);
+    if (!s || done) return s;
+    if (cipc::monotonic_ns() < spin_until) continue;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+  }
+}
+
 cipc::Error cuda_error(const std::string& what, const cipc_cuda::Status& s) {
   return cipc::Error{cipc::ErrorCode::kSystem, what + ": " + s.message()};
 }
@@ -135,33 +153,15 @@ cipc_cuda::Status CudaSlotMemory::record_release(cipc_cuda::StreamHandle stream)
 
 cipc_cuda::Status CudaSlotMemory::wait_released() {
   if (!release_.valid()) return cipc_cuda::Status::ok();
-  // Polled, backing off from 50 us to 1 ms: the event asks for no interrupt (see import()), and
-  // synchronize() on it would spin a core for as long as the reads take.
-  auto pause = std::chrono::microseconds(50);
-  for (;;) {
-    bool done = false;
-    const cipc_cuda::Status s = release_.query(&done);
-    if (!s || done) return s;
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::microseconds(1000));
-  }
+  // Backing off from 50 us: the event asks for no interrupt (see import()).
+  return poll_until_complete(release_, 0, std::chrono::microseconds(50));
 }
 
 cipc_cuda::Status CudaSlotMemory::wait_ready_on_host() {
   if (sync_ == SyncMode::kCpu || !readiness_.valid()) return cipc_cuda::Status::ok();
   // Frames usually arrive complete, or a few microseconds short (a producer records readiness
-  // right after its last launch): spin briefly, then back off as wait_released() does. The
-  // opened interprocess event cannot be synchronize()d without spinning a core.
-  const uint64_t spin_until = cipc::monotonic_ns() + kInlineReleaseWindowNs;
-  auto pause = std::chrono::microseconds(20);
-  for (;;) {
-    bool done = false;
-    const cipc_cuda::Status s = readiness_.query(&done);
-    if (!s || done) return s;
-    if (cipc::monotonic_ns() < spin_until) continue;
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::microseconds(1000));
-  }
+  // right after its last launch): spin briefly before sleeping.
+  return poll_until_complete(readiness_, kInlineReleaseWindowNs, std::chrono::microseconds(20));
 }
 
 cipc_cuda::Status CudaSlotMemory::query_reads_done(bool* done) {
