@@ -229,6 +229,7 @@ class GlMemoryObjectOutput final : public SrcOutput {
 
 std::unique_ptr<SrcOutput> make_gl_memory_object_output(const GstVideoInfo& out_info,
                                                         GstGLContext* context,
+                                                        const std::array<uint8_t, 16>& gpu,
                                                         SrcOutputCounters counters,
                                                         std::string* why) {
   if (!cipc_gl_memobj_debug) GST_DEBUG_CATEGORY_GET(cipc_gl_memobj_debug, "cudaipc-src");
@@ -237,6 +238,22 @@ std::unique_ptr<SrcOutput> make_gl_memory_object_output(const GstVideoInfo& out_
     return nullptr;
   }
   if (!gl_memory_object_available(context, why)) return nullptr;
+  struct DeviceCheck {
+    const std::array<uint8_t, 16>* gpu;
+    std::string* why;
+    bool same = false;
+  } check{&gpu, why};
+  gst_gl_context_thread_add(
+      context,
+      [](GstGLContext* c, gpointer data) {
+        auto* job = static_cast<DeviceCheck*>(data);
+        job->same = gl_runs_on_device(c, *job->gpu, job->why);
+      },
+      &check);
+  if (!check.same) {
+    *why += " (gl-import=auto shows its frames through system memory instead)";
+    return nullptr;
+  }
   return std::make_unique<GlMemoryObjectOutput>(out_info, context, counters);
 }
 

@@ -12,6 +12,8 @@
 #include <gst/gl/gl.h>
 #include <gst/video/video.h>
 
+#include <array>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -19,10 +21,12 @@
 
 namespace cipc_gst {
 
-// The output, writing into textures of `context` (referenced). nullptr with *why when the
-// context cannot import memory objects (gl_memory_object_available()).
+// The output, writing into textures of `context` (referenced), of frames in slots on the GPU
+// with UUID `gpu`. nullptr with *why when the context cannot import memory objects
+// (gl_memory_object_available()) or does not run on that GPU (gl_runs_on_device()).
 std::unique_ptr<SrcOutput> make_gl_memory_object_output(const GstVideoInfo& out_info,
                                                         GstGLContext* context,
+                                                        const std::array<uint8_t, 16>& gpu,
                                                         SrcOutputCounters counters,
                                                         std::string* why);
 

@@ -12,6 +12,12 @@
 #ifndef GL_HANDLE_TYPE_OPAQUE_FD_EXT
 #define GL_HANDLE_TYPE_OPAQUE_FD_EXT 0x9586
 #endif
+#ifndef GL_NUM_DEVICE_UUIDS_EXT
+#define GL_NUM_DEVICE_UUIDS_EXT 0x9596
+#endif
+#ifndef GL_DEVICE_UUID_EXT
+#define GL_DEVICE_UUID_EXT 0x9597
+#endif
 #ifndef GL_PIXEL_UNPACK_BUFFER
 #define GL_PIXEL_UNPACK_BUFFER 0x88EC
 #endif
@@ -32,14 +38,16 @@ struct MemoryObjectFuncs {
   void (*destroy)(GLsizei, const GLuint*) = nullptr;
   void (*import_fd)(GLuint, GLuint64, GLenum, GLint) = nullptr;
   void (*buffer_storage)(GLenum, GLsizeiptr, GLuint, GLuint64) = nullptr;
+  void (*get_uuid)(GLenum, GLuint, GLubyte*) = nullptr;
 
   explicit MemoryObjectFuncs(GstGLContext* context) {
     load(context, "glCreateMemoryObjectsEXT", &create);
     load(context, "glDeleteMemoryObjectsEXT", &destroy);
     load(context, "glImportMemoryFdEXT", &import_fd);
     load(context, "glBufferStorageMemEXT", &buffer_storage);
+    load(context, "glGetUnsignedBytei_vEXT", &get_uuid);
   }
-  bool complete() const { return create && destroy && import_fd && buffer_storage; }
+  bool complete() const { return create && destroy && import_fd && buffer_storage && get_uuid; }
 
  private:
   template <typename F>
@@ -53,6 +61,15 @@ struct MemoryObjectFuncs {
 void clear_gl_errors(const GstGLFuncs* gl) {
   for (int i = 0; i < 16 && gl->GetError() != GL_NO_ERROR; ++i) {
   }
+}
+
+std::string uuid_text(const uint8_t* uuid) {
+  char text[40];
+  std::snprintf(text, sizeof(text),
+                "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", uuid[0],
+                uuid[1], uuid[2], uuid[3], uuid[4], uuid[5], uuid[6], uuid[7], uuid[8], uuid[9],
+                uuid[10], uuid[11], uuid[12], uuid[13], uuid[14], uuid[15]);
+  return text;
 }
 
 std::string gl_error_text(const char* what, GLenum error) {
@@ -81,6 +98,33 @@ bool gl_memory_object_available(GstGLContext* context, std::string* why) {
     return false;
   }
   return true;
+}
+
+bool gl_runs_on_device(GstGLContext* context, const std::array<uint8_t, 16>& uuid,
+                       std::string* why) {
+  const MemoryObjectFuncs mo(context);
+  const GstGLFuncs* gl = context->gl_vtable;
+  if (!mo.complete()) {
+    *why = "GL_EXT_memory_object's functions are missing";
+    return false;
+  }
+  clear_gl_errors(gl);
+  GLint devices = 0;
+  gl->GetIntegerv(GL_NUM_DEVICE_UUIDS_EXT, &devices);
+  std::string gl_devices;
+  for (GLint i = 0; i < devices && i < 16; ++i) {
+    std::array<uint8_t, 16> gl_uuid{};
+    mo.get_uuid(GL_DEVICE_UUID_EXT, GLuint(i), gl_uuid.data());
+    if (gl->GetError() != GL_NO_ERROR) break;
+    if (gl_uuid == uuid) return true;
+    gl_devices += (gl_devices.empty() ? "" : ", ") + uuid_text(gl_uuid.data());
+  }
+  const char* renderer =
+      reinterpret_cast<const char*>(gl->GetString(GL_RENDERER));  // e.g. llvmpipe
+  *why = std::string("GL (") + (renderer ? renderer : "unknown renderer") + ") runs on " +
+         (gl_devices.empty() ? std::string("no device it names") : "device " + gl_devices) +
+         ", not on the producer's GPU " + uuid_text(uuid.data());
+  return false;
 }
 
 std::unique_ptr<GlSlotBuffer> GlSlotBuffer::import(GstGLContext* context, int fd,

@@ -9,7 +9,9 @@
 
 #include <gst/gl/gl.h>
 
+#include <array>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -18,6 +20,13 @@ namespace cipc_gst {
 // Whether `context` offers what the import needs (GL_EXT_memory_object, ..._fd, and pixel
 // buffers with a row length: desktop GL or GLES 3); if not, *why names what is missing.
 bool gl_memory_object_available(GstGLContext* context, std::string* why);
+
+// Whether GL runs on the device with this UUID (one of GL_EXT_memory_object's device UUIDs,
+// which NVIDIA's GL gives as CUDA does): GL may import only memory of a device it runs on. A
+// GL on another GPU, or a software GL, would otherwise be handed a descriptor it cannot map.
+// If not, *why names both devices. In the GL thread.
+bool gl_runs_on_device(GstGLContext* context, const std::array<uint8_t, 16>& uuid,
+                       std::string* why);
 
 class GlSlotBuffer {
  public:

@@ -259,8 +259,15 @@ std::unique_ptr<SrcOutput> make_gl_output(const GstVideoInfo& out_info, GstGLCon
     *why = "no GL context";
     return nullptr;
   }
-  if (way == GST_CIPC_GL_IMPORT_MEMORY_OBJECT)
-    return make_gl_memory_object_output(out_info, context, counters, why);
+  if (way == GST_CIPC_GL_IMPORT_MEMORY_OBJECT) {
+    cipc_cuda::DeviceInfo gpu;
+    const cipc_cuda::Status queried = cipc_cuda::query_device(cuda->device, &gpu);
+    if (!queried) {
+      *why = queried.message();
+      return nullptr;
+    }
+    return make_gl_memory_object_output(out_info, context, gpu.uuid, counters, why);
+  }
   return std::make_unique<GlInteropOutput>(out_info, context, cuda, counters,
                                            way == GST_CIPC_GL_IMPORT_AUTO);
 }

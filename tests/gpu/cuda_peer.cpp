@@ -883,16 +883,23 @@ GstPadProbeReturn arrival_probe(GstPad*, GstPadProbeInfo* info, gpointer data) {
   return GST_PAD_PROBE_OK;
 }
 
-// Pops the pipeline's first error, printing it; true if there was one.
+// Pops the pipeline's first error, printing it (and the warnings before it: WARNING <text>);
+// true if there was one.
 bool report_error(GstBus* bus, GstClockTime wait) {
-  GstMessage* m = gst_bus_timed_pop_filtered(bus, wait, GST_MESSAGE_ERROR);
-  if (!m) return false;
-  GError* err = nullptr;
-  gst_message_parse_error(m, &err, nullptr);
-  printf("ERROR %s\n", err->message);
-  g_clear_error(&err);
-  gst_message_unref(m);
-  return true;
+  const auto wanted = static_cast<GstMessageType>(GST_MESSAGE_ERROR | GST_MESSAGE_WARNING);
+  for (GstMessage* m; (m = gst_bus_timed_pop_filtered(bus, wait, wanted)) != nullptr; wait = 0) {
+    const bool error = GST_MESSAGE_TYPE(m) == GST_MESSAGE_ERROR;
+    GError* err = nullptr;
+    if (error)
+      gst_message_parse_error(m, &err, nullptr);
+    else
+      gst_message_parse_warning(m, &err, nullptr);
+    printf("%s %s\n", error ? "ERROR" : "WARNING", err->message);
+    g_clear_error(&err);
+    gst_message_unref(m);
+    if (error) return true;
+  }
+  return false;
 }
 
 int consume(const Options& o) {

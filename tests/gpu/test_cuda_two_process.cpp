@@ -145,13 +145,15 @@ class GpuTwoProcess : public PeerFixture {
   // One producer and one consumer over `frames` unpaced frames of width x height, both recording
   // GPU checksums; checks both exit cleanly, the records match, and what docs/architecture.md says
   // about the slots (none copied by the sink, each imported once). Returns the two STATS lines.
-  // `max_imports`: the producer's slots (8), or more where upstream's pool grows.
+  // `max_imports`: the producer's slots (8), or more where upstream's pool grows. `downloads`:
+  // the consumer's device-to-host copies (none, unless it was asked for system memory).
   std::pair<std::string, std::string> run_bit_exact(int width, int height, size_t frames,
                                                     const std::vector<std::string>& producer_extra,
                                                     const std::vector<std::string>& consumer_extra,
                                                     uint64_t producer_copies = 0,
                                                     std::string* consumer_transcript = nullptr,
-                                                    uint64_t max_imports = 8) {
+                                                    uint64_t max_imports = 8,
+                                                    uint64_t downloads = 0) {
     const std::string sock = path("bitexact.sock");
     const std::string n = std::to_string(frames);
     std::vector<std::string> pargs{"--socket", sock,
@@ -180,7 +182,8 @@ class GpuTwoProcess : public PeerFixture {
     EXPECT_EQ(stat_of(pstats, "frames-dropped"), 0u) << pstats;
     const std::string cstats = cons.last("STATS ").value_or("");
     EXPECT_EQ(stat_of(cstats, "frames-received"), frames) << cstats;
-    EXPECT_EQ(stat_of(cstats, "downloads"), 0u) << "frames stayed in GPU memory: " << cstats;
+    EXPECT_EQ(stat_of(cstats, "downloads"), downloads)
+        << (downloads ? "one download per frame: " : "frames stayed in GPU memory: ") << cstats;
     const uint64_t imported = stat_of(cstats, "slots-imported").value_or(0);
     EXPECT_GE(imported, 1u) << cstats;
     EXPECT_LE(imported, max_imports) << "each of the producer's slots is imported once: " << cstats;
@@ -367,17 +370,68 @@ TEST_F(GpuTwoProcess, GlMemoryObjectImportGivesEachFrameWithNoCudaCopyBitExact) 
   for (const auto& size : {std::pair<int, int>{1920, 1080}, {3840, 2160}}) {
     SCOPED_TRACE(std::to_string(size.first) + "x" + std::to_string(size.second));
     std::string transcript;
+    const uint64_t in_flight = size.first == 1920 ? 1 : 4;
     const auto stats = run_bit_exact(size.first, size.second, 300, {},
                                      {"--transport", "gl", "--gl-import", "memory-object",
-                                      "--max-in-flight", size.first == 1920 ? "1" : "4"},
+                                      "--max-in-flight", std::to_string(in_flight)},
                                      0, &transcript);
     EXPECT_EQ(stat_of(stats.second, "gl-copies"), 300u) << stats.second;
     EXPECT_EQ(stat_of(stats.second, "device-copies"), 0u) << stats.second;
     EXPECT_EQ(stat_of(stats.second, "downloads"), 0u) << stats.second;
-    EXPECT_EQ(stat_of(stats.first, "claims-outstanding"), 0u) << stats.first;
+    // The producer reads its stats right after its last frame: every claim but the last few
+    // (those GL may still be reading) has come back, and none is unaccounted for.
+    const auto outstanding = stat_of(stats.first, "claims-outstanding");
+    const auto releases = stat_of(stats.first, "releases");
+    ASSERT_TRUE(outstanding && releases) << stats.first;
+    EXPECT_LE(*outstanding, in_flight) << stats.first;
+    EXPECT_EQ(*releases + *outstanding, 300u) << stats.first;
     EXPECT_FALSE(contains(transcript, "ERROR")) << transcript.substr(0, 3000);
     if (HasFailure()) break;
   }
+}
+
+// GL that is not on the producer's GPU (a display on another GPU; here Mesa's software GL, set
+// up by tests/gpu/run-on-gpu gl-elsewhere, which sets CIPC_TEST_GL_ELSEWHERE=1): `auto` warns
+// once and fills the textures through system memory, every frame still the producer's;
+// `cuda-interop` stops with an error saying GL and CUDA must share a GPU; `memory-object` stops
+// before GL is handed a descriptor it cannot map, naming GL's device and the producer's GPU.
+// The producer goes on serving throughout and gets every claim back.
+TEST_F(GpuTwoProcess, GlNotOnTheProducersGpuFallsBackOrStopsNamingIt) {
+#if !CIPC_TEST_GST_GL
+  GTEST_SKIP() << "built without GStreamer's GL library: no memory:GLMemory output";
+#endif
+  if (!std::getenv("CIPC_TEST_GL_ELSEWHERE"))
+    GTEST_SKIP() << "needs a GL on another device than CUDA's (tests/gpu/run-on-gpu gl-elsewhere)";
+  std::string transcript;
+  const auto stats = run_bit_exact(1280, 720, 120, {}, {"--transport", "gl", "--gl-import", "auto"},
+                                   0, &transcript, 8, /*downloads=*/120);
+  EXPECT_EQ(stat_of(stats.second, "device-copies"), 0u) << stats.second;
+  size_t warnings = 0;
+  for (size_t at = transcript.find("\n  WARNING "); at != std::string::npos;
+       at = transcript.find("\n  WARNING ", at + 1)) {
+    ++warnings;
+    EXPECT_TRUE(contains(transcript.substr(at, 300), "system memory"))
+        << transcript.substr(at, 300);
+  }
+  EXPECT_EQ(warnings, 1u) << "auto warns once: " << transcript.substr(0, 3000);
+
+  const std::string sock = path("gl-elsewhere.sock");
+  Process& prod = producer("producer", {"--socket", sock, "--frames", "0", "--fps", "120"});
+  const std::pair<const char*, const char*> ways[] = {
+      {"cuda-interop", "GL and CUDA must run on the same GPU"},
+      {"memory-object", "not on the producer's GPU"}};
+  for (const auto& [way, cause] : ways) {
+    SCOPED_TRACE(way);
+    Process& refused =
+        consumer(std::string("refused-") + way, {"--socket", sock, "--frames", "0", "--transport",
+                                                 "gl", "--gl-import", way, "--timeout-s", "60"});
+    EXPECT_EQ(refused.wait_exit(kExitTimeout), std::optional<int>(2)) << refused.transcript();
+    const auto why = refused.first("ERROR");
+    ASSERT_TRUE(why) << refused.transcript();
+    EXPECT_TRUE(contains(*why, cause)) << *why;
+  }
+  const std::string pstats = stop_producer(prod);
+  EXPECT_EQ(stat_of(pstats, "claims-outstanding"), 0u) << pstats;
 }
 
 // Issue 29: consumers SIGKILLed while they hold frames as GstCudaMemory (wrapped slots from 1.24):
