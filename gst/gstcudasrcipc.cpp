@@ -157,6 +157,7 @@ struct SrcPrivate {
   cipc_gst::SrcCudaSide cuda;
   uint64_t last_sequence = 0;
   bool discont = true;
+  bool first_frame = true;  // no frame yet from the producer attached last (logged at INFO)
   GstCaps* caps = nullptr;  // the producer's current caps (object lock: get_caps reads it)
   GstVideoInfo info;
   Window window;
@@ -506,6 +507,9 @@ static gboolean gst_cuda_src_ipc_set_caps(GstBaseSrc* src, GstCaps* caps) {
   cipc_gst::SrcOutputKind kind = cipc_gst::choose_src_output(request);
   const cipc_gst::SrcOutputCounters counters{&p.counters.downloads, &p.counters.device_copies,
                                              &p.counters.gl_copies};
+  // Every set_caps makes a new output: each output describes its buffers with the caps it was
+  // made for, so one kept from earlier caps would label frames with the old format.
+  p.output.reset();
 #ifdef CIPC_HAVE_GST_GL
   if (kind == cipc_gst::SrcOutputKind::kGl) {
     std::string why;
@@ -815,6 +819,7 @@ static GstFlowReturn gst_cuda_src_ipc_create(GstPushSrc* push, GstBuffer** out) 
                           w.instance_id);
         p.last_sequence = 0;
         p.discont = true;
+        p.first_frame = true;
         p.timestamps.reset();
         GST_INFO_OBJECT(self, "attached to %s (%s memory, %u frames in flight)",
                         s.socket_path.c_str(), cipc::to_string(w.memory_kind), w.max_in_flight);
@@ -839,6 +844,12 @@ static GstFlowReturn gst_cuda_src_ipc_create(GstPushSrc* push, GstBuffer** out) 
         const GstFlowReturn ret = make_buffer(self, ev.frame, pts, dts, out);
         if (ret != GST_FLOW_OK) return without_frame(p, ret);
         count_frame(self, ev.frame.info);
+        if (p.first_frame) {
+          p.first_frame = false;
+          GST_INFO_OBJECT(self, "first frame from the producer at %s: %dx%d %s",
+                          s.socket_path.c_str(), GST_VIDEO_INFO_WIDTH(&p.out_info),
+                          GST_VIDEO_INFO_HEIGHT(&p.out_info), GST_VIDEO_INFO_NAME(&p.out_info));
+        }
         return GST_FLOW_OK;
       }
       case cipc::ClientEvent::Kind::kEos:

@@ -2,7 +2,8 @@
 // A GoogleTest fixture for tests that run peer programs (tests/e2e, tests/gpu): it finds the
 // peer binary and the plugin (from the environment, else next to the test binary), gives each
 // test a temporary folder (sockets, records, a private GStreamer registry), starts producers and
-// consumers, and on teardown checks that no peer logged a GLib critical or warning, prints every
+// consumers, and on teardown checks that no peer logged a GLib critical or warning nor received a
+// frame that disagrees with its caps (NONCONFORMING, UNMAPPABLE lines), prints every
 // peer's transcript if the test failed, and kills whatever still runs.
 #pragma once
 
@@ -58,6 +59,12 @@ class PeerFixture : public ::testing::Test {
       const std::string err = p->stderr_text();
       EXPECT_FALSE(contains(err, "CRITICAL **") || contains(err, "WARNING **"))
           << p->name() << " logged a GLib critical or warning";
+      // Every frame a consumer peer received agreed with its caps (frame_conformance.h) and
+      // could be mapped again when it let the frame go.
+      EXPECT_EQ(p->count("NONCONFORMING"), 0u)
+          << p->name() << " received frames that disagree with their caps, first: "
+          << p->first("NONCONFORMING").value_or("");
+      EXPECT_EQ(p->count("UNMAPPABLE"), 0u) << p->name() << " could not map a frame it held";
     }
     if (HasFailure())
       for (const auto& p : processes_) std::cerr << p->transcript();

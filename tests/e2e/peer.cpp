@@ -23,6 +23,10 @@
 //                             change, from the received buffer's GstVideoMeta
 //   CHANGED <k>               consumer: a held frame's pixels changed while it was held
 //                             (--hold-ms; only meaningful while the frame is the producer's slot)
+//   NONCONFORMING <k> <why>   consumer: frame k disagrees with its caps (frame_conformance.h:
+//                             the video meta's format, size or planes, or it does not map)
+//   UNMAPPABLE <k>            consumer: a held frame could not be mapped again at its release
+//                             (so CHANGED could not be checked)
 //   STATS-TICK <structure>    periodic element `stats` (--stats-every-ms)
 //   STATS <structure>         final element `stats`, printed while the element still runs
 //   WARNING <text> | <debug>  a warning message from the pipeline
@@ -42,7 +46,8 @@
 // plane, row by row (so padding and plane placement do not matter). The producer records at
 // the sink's pad (what the sink was given), the consumer what it received.
 //
-// Exit codes: 0 success, 1 usage or setup failure, 2 pipeline error, 3 timeout.
+// Exit codes: 0 success, 1 usage or setup failure, 2 pipeline error, 3 timeout, 4 a frame that
+// did not conform to its caps (consume; after everything else went well).
 #include <glib-unix.h>
 #include <gst/app/gstappsink.h>
 #include <gst/gst.h>
@@ -65,12 +70,19 @@
 
 #include "channel.h"
 #include "crc32.h"
+#include "frame_conformance.h"
 #include "protocol.h"
 #include "waker.h"
 
 namespace {
 
-enum ExitCode { kExitOk = 0, kExitUsage = 1, kExitPipelineError = 2, kExitTimeout = 3 };
+enum ExitCode {
+  kExitOk = 0,
+  kExitUsage = 1,
+  kExitPipelineError = 2,
+  kExitTimeout = 3,
+  kExitNonconforming = 4
+};
 
 // ---------------------------------------------------------------------------------------------
 // Output
@@ -268,9 +280,20 @@ void print_stats(GstElement* element, const char* prefix) {
 // ---------------------------------------------------------------------------------------------
 // produce
 
+// One entry of --formats/--sizes: the caps the producer switches to.
+struct CapsStep {
+  std::string format;
+  long width = 0;
+  long height = 0;
+};
+
 struct Producer {
   GstElement* pipeline = nullptr;
   GstElement* sink = nullptr;
+  GstElement* filter = nullptr;  // the capsfilter --change-every rewrites
+  std::vector<CapsStep> steps;   // --formats x --sizes, cycled through
+  long change_every = 0;         // frames between caps changes (0: never)
+  long fps = 30, fps_d = 1;
   GMainLoop* loop = nullptr;
   Recorder recorder;
   GstVideoInfo info;
@@ -315,6 +338,22 @@ bool swap_chroma_planes(GstBuffer* buffer) {
   return ok;
 }
 
+GstCaps* step_caps(const Producer& p, const CapsStep& step) {
+  return gst_caps_new_simple("video/x-raw", "format", G_TYPE_STRING, step.format.c_str(), "width",
+                             G_TYPE_INT, int(step.width), "height", G_TYPE_INT, int(step.height),
+                             "framerate", GST_TYPE_FRACTION, int(p.fps), int(p.fps_d), nullptr);
+}
+
+// --change-every K: after every K frames the capsfilter asks for the next format and size, so
+// videotestsrc renegotiates and cudasink-ipc sends new caps (a new generation of slots).
+void maybe_change_caps(Producer* p) {
+  if (p->change_every <= 0 || p->steps.empty() || (p->index + 1) % p->change_every != 0) return;
+  const CapsStep& step = p->steps[((p->index + 1) / p->change_every) % p->steps.size()];
+  GstCaps* caps = step_caps(*p, step);
+  g_object_set(p->filter, "caps", caps, nullptr);
+  gst_caps_unref(caps);
+}
+
 GstPadProbeReturn producer_probe(GstPad*, GstPadProbeInfo* info, gpointer data) {
   auto* p = static_cast<Producer*>(data);
   if (info->type & GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM) {
@@ -340,6 +379,7 @@ GstPadProbeReturn producer_probe(GstPad*, GstPadProbeInfo* info, gpointer data) 
       out_line("WARNING could not map a frame to record it");
     p->recorder.write(record_line(p->index, buffer, crc));
   }
+  maybe_change_caps(p);
   ++p->index;
   return GST_PAD_PROBE_OK;
 }
@@ -482,17 +522,30 @@ void drain_errors(GstElement* pipeline) {
 
 int run_produce(const Args& a) {
   std::string unknown;
-  if (!a.only({"socket",          "frames",
-               "width",           "height",
-               "format",          "fps",
-               "pattern",         "wait-for-consumer",
-               "record",          "min-consumers",
-               "lockstep",        "max-in-flight",
-               "release-timeout", "stats-every-ms",
-               "swap-uv",         "timeout-s",
-               "stop-grace-ms",   "pool-size",
-               "memory",          "backpressure",
-               "address-space-mb"},
+  if (!a.only({"socket",
+               "frames",
+               "width",
+               "height",
+               "format",
+               "fps",
+               "pattern",
+               "wait-for-consumer",
+               "record",
+               "min-consumers",
+               "lockstep",
+               "max-in-flight",
+               "release-timeout",
+               "stats-every-ms",
+               "swap-uv",
+               "timeout-s",
+               "stop-grace-ms",
+               "pool-size",
+               "memory",
+               "backpressure",
+               "address-space-mb",
+               "change-every",
+               "formats",
+               "sizes"},
               &unknown)) {
     fprintf(stderr, "produce: unknown option --%s\n", unknown.c_str());
     return kExitUsage;
@@ -527,6 +580,29 @@ int run_produce(const Args& a) {
     return kExitUsage;
   }
   p.live = fps > 0;
+  p.fps = p.live ? fps : 30L;
+  p.fps_d = p.live ? fps_d : 1L;
+  p.change_every = a.num("change-every", 0);
+  if (p.change_every > 0) {
+    // Every format with every size, in turn: --formats I420,BGRA --sizes 320x240,161x97.
+    gchar** formats = g_strsplit(a.str("formats", a.str("format", "I420")).c_str(), ",", -1);
+    gchar** sizes = g_strsplit(a.str("sizes", "").c_str(), ",", -1);
+    for (gchar** f = formats; *f; ++f) {
+      if (!sizes[0]) p.steps.push_back({*f, a.num("width", 320), a.num("height", 240)});
+      for (gchar** sz = sizes; *sz; ++sz) {
+        CapsStep step{*f, 0, 0};
+        if (sscanf(*sz, "%ldx%ld", &step.width, &step.height) != 2) {
+          fprintf(stderr, "produce: --sizes takes WxH,WxH,...\n");
+          g_strfreev(formats);
+          g_strfreev(sizes);
+          return kExitUsage;
+        }
+        p.steps.push_back(step);
+      }
+    }
+    g_strfreev(formats);
+    g_strfreev(sizes);
+  }
   p.lockstep = a.has("lockstep");
   p.swap_uv = a.has("swap-uv");
   p.max_in_flight = static_cast<uint64_t>(a.num("max-in-flight", 4));
@@ -540,7 +616,8 @@ int run_produce(const Args& a) {
   // is still taken at the sink's pad, from the system-memory frame.
   gchar* description = g_strdup_printf(
       "videotestsrc name=src is-live=%s pattern=%s num-buffers=%ld ! "
-      "capsfilter caps=\"video/x-raw,format=%s,width=%ld,height=%ld,framerate=%ld/%ld\" ! "
+      "capsfilter name=filter "
+      "caps=\"video/x-raw,format=%s,width=%ld,height=%ld,framerate=%ld/%ld\" ! "
       "cudasink-ipc name=sink memory=%s socket-path=\"%s\" sync=%s max-in-flight=%lu "
       "release-timeout=%ld wait-for-consumer=%s pool-size=%ld backpressure=%s",
       p.live ? "true" : "false", a.str("pattern", "snow").c_str(), frames > 0 ? frames : -1,
@@ -553,6 +630,12 @@ int run_produce(const Args& a) {
   g_free(description);
   if (!p.pipeline) return kExitUsage;
   p.sink = gst_bin_get_by_name(GST_BIN(p.pipeline), "sink");
+  p.filter = gst_bin_get_by_name(GST_BIN(p.pipeline), "filter");
+  if (!p.steps.empty()) {  // the first step is where the stream starts
+    GstCaps* caps = step_caps(p, p.steps[0]);
+    g_object_set(p.filter, "caps", caps, nullptr);
+    gst_caps_unref(caps);
+  }
   GstPad* pad = gst_element_get_static_pad(p.sink, "sink");
   gst_pad_add_probe(
       pad,
@@ -581,6 +664,7 @@ int run_produce(const Args& a) {
   if (gst_element_set_state(p.pipeline, GST_STATE_PAUSED) == GST_STATE_CHANGE_FAILURE) {
     drain_errors(p.pipeline);
     gst_element_set_state(p.pipeline, GST_STATE_NULL);
+    gst_object_unref(p.filter);
     gst_object_unref(p.sink);
     gst_object_unref(p.pipeline);
     g_main_loop_unref(p.loop);
@@ -600,6 +684,7 @@ int run_produce(const Args& a) {
   p.stopping = true;
   gst_element_set_state(p.pipeline, GST_STATE_NULL);
   if (p.stop_timer) g_source_remove(p.stop_timer);
+  gst_object_unref(p.filter);
   gst_object_unref(p.sink);
   gst_object_unref(p.pipeline);
   g_main_loop_unref(p.loop);
@@ -637,10 +722,10 @@ struct Held {
 
 int run_consume(const Args& a) {
   std::string unknown;
-  if (!a.only(
-          {"socket", "frames", "reconnect", "record", "hold-ms", "timeout-s", "max-in-flight",
-           "connect-timeout", "reconnect-interval", "stats-every-ms", "system-memory", "sleep-us"},
-          &unknown)) {
+  if (!a.only({"socket", "frames", "reconnect", "record", "hold-ms", "timeout-s", "max-in-flight",
+               "connect-timeout", "reconnect-interval", "stats-every-ms", "system-memory",
+               "sleep-us", "downstream", "io-mode"},
+              &unknown)) {
     fprintf(stderr, "consume: unknown option --%s\n", unknown.c_str());
     return kExitUsage;
   }
@@ -664,13 +749,18 @@ int run_consume(const Args& a) {
   // (memory:CUDAIPCMemory, io-mode=import), which a CPU map reads through a fresh download.
   // --system-memory asks for plain video/x-raw instead: cudasrc-ipc then downloads every CUDA
   // frame into a buffer of its own (one DtoH copy) and releases the slot at once.
+  // --downstream puts elements between cudasrc-ipc and appsink, to reach its other outputs:
+  // "video/x-raw(memory:CUDAMemory) ! cudadownload" (GStreamer's CUDA memory, nvcodec) or
+  // "video/x-raw(memory:GLMemory),format=BGRA ! gldownload" (GL textures).
+  const std::string downstream = a.str("downstream");
   gchar* description = g_strdup_printf(
       "cudasrc-ipc name=src socket-path=\"%s\" reconnect=%s max-in-flight=%ld "
-      "connect-timeout=%ld reconnect-interval=%ld ! identity sleep-time=%ld ! "
+      "connect-timeout=%ld reconnect-interval=%ld io-mode=%s ! %s%sidentity sleep-time=%ld ! "
       "appsink name=sink sync=false enable-last-sample=false max-buffers=0%s",
       a.str("socket").c_str(), a.has("reconnect") ? "true" : "false", a.num("max-in-flight", 4),
-      a.num("connect-timeout", 5000), a.num("reconnect-interval", 50), a.num("sleep-us", 0),
-      a.has("system-memory") ? " caps=video/x-raw" : "");
+      a.num("connect-timeout", 5000), a.num("reconnect-interval", 50),
+      a.str("io-mode", "import").c_str(), downstream.c_str(), downstream.empty() ? "" : " ! ",
+      a.num("sleep-us", 0), a.has("system-memory") ? " caps=video/x-raw" : "");
   GstElement* pipeline = parse_pipeline(description);
   g_free(description);
   if (!pipeline) return kExitUsage;
@@ -690,6 +780,7 @@ int run_consume(const Args& a) {
 
   std::deque<Held> held;
   uint64_t received = 0;
+  uint64_t nonconforming = 0;
   GstCaps* last_caps = nullptr;
   bool print_layout = false;
   GstVideoInfo info;
@@ -709,7 +800,9 @@ int run_consume(const Args& a) {
     while (!held.empty() && (all || held.front().release_ns <= now)) {
       Held& h = held.front();
       uint32_t crc = 0;
-      if (visible_crc(&h.info, gst_sample_get_buffer(h.sample), &crc) && crc != h.crc)
+      if (!visible_crc(&h.info, gst_sample_get_buffer(h.sample), &crc))
+        out_line("UNMAPPABLE " + std::to_string(h.index + 1));
+      else if (crc != h.crc)
         out_line("CHANGED " + std::to_string(h.index + 1));
       gst_sample_unref(h.sample);
       held.pop_front();
@@ -746,10 +839,16 @@ int run_consume(const Args& a) {
         print_layout = false;
         out_line(layout_line(buffer));
       }
-      uint32_t crc = 0;
-      if (!visible_crc(&info, buffer, &crc)) out_line("WARNING could not map a received frame");
-      recorder.write(record_line(received, buffer, crc));
       ++received;
+      const std::string why = cipc_test::frame_nonconformance(info, buffer);
+      if (!why.empty()) {
+        ++nonconforming;
+        out_line("NONCONFORMING " + std::to_string(received) + " " + why);
+      }
+      uint32_t crc = 0;
+      if (why.empty() && !visible_crc(&info, buffer, &crc))
+        out_line("NONCONFORMING " + std::to_string(received) + " it maps, then does not");
+      recorder.write(record_line(received - 1, buffer, crc));
       out_line("FRAME " + std::to_string(received) + " " +
                std::to_string(GST_VIDEO_INFO_WIDTH(&info)) + "x" +
                std::to_string(GST_VIDEO_INFO_HEIGHT(&info)));
@@ -790,7 +889,7 @@ int run_consume(const Args& a) {
   gst_object_unref(sink);
   gst_object_unref(src);
   gst_object_unref(pipeline);
-  return code;
+  return code == kExitOk && nonconforming ? kExitNonconforming : code;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1004,10 +1103,13 @@ int usage() {
           "          [--stats-every-ms MS] [--swap-uv] [--timeout-s T] [--stop-grace-ms MS]\n"
           "          [--memory host|cuda] [--backpressure auto|block|drop]\n"
           "          [--address-space-mb MB (ulimit -v)]\n"
+          "          [--change-every K --formats F,F.. --sizes WxH,WxH.. (new caps every K\n"
+          "          frames, each format with each size in turn)]\n"
           "  consume --socket PATH [--frames N (0: until EOS)] [--reconnect] [--record FILE]\n"
           "          [--hold-ms M] [--timeout-s T] [--max-in-flight M] [--connect-timeout MS]\n"
           "          [--reconnect-interval MS] [--stats-every-ms MS] [--system-memory]\n"
           "          [--sleep-us US (identity sleep-time: a slow consumer)]\n"
+          "          [--io-mode import|copy] [--downstream 'ELEMENTS' (before appsink)]\n"
           "  launch [-e] PIPELINE-DESCRIPTION (as gst-launch-1.0; prints STARTED, SENT-EOS, EOS, "
           "ERROR,\n"
           "         WARNING)\n"

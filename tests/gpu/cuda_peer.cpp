@@ -106,6 +106,7 @@
 #include "channel.h"
 #include "cuda_api.h"
 #include "cudaipc/gstcudaipcmemory.h"
+#include "frame_conformance.h"
 #ifdef CIPC_HAVE_GST_CUDA
 #include "gstcompat.h"
 #endif
@@ -983,7 +984,14 @@ int consume(const Options& o) {
     }
     GstBuffer* b = gst_sample_get_buffer(sample);
     GstVideoInfo vi;
-    gst_video_info_from_caps(&vi, gst_sample_get_caps(sample));
+    if (!gst_video_info_from_caps(&vi, gst_sample_get_caps(sample)))
+      die("received caps that are not raw video");
+    // Every buffer agrees with its caps (frame_conformance.h); the fixture fails on the line.
+    // A CPU map of CUDA or GL memory costs a download: mapped here only where it is read anyway.
+    const std::string nonconformance =
+        cipc_test::frame_nonconformance(vi, b, /*map_frame=*/!cuda || o.cpu_map);
+    if (!nonconformance.empty())
+      printf("NONCONFORMING %ld %s\n", st.frames.load() + 1, nonconformance.c_str());
     const size_t row_bytes = size_t(GST_VIDEO_INFO_WIDTH(&vi)) * 4,
                  rows = GST_VIDEO_INFO_HEIGHT(&vi);
     if (!cuda) {
