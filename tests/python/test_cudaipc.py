@@ -294,7 +294,7 @@ class CudaipcTest(unittest.TestCase):
         hook = sys.unraisablehook
         sys.unraisablehook = lambda unraisable: reported.append(unraisable.exc_value)
         try:
-            with self.assertRaises(BaseException):
+            with self.assertRaises(KeyError):
                 list(frames_then_failure())  # list() drops what it built, with the error set
         finally:
             sys.unraisablehook = hook
