@@ -7,7 +7,10 @@ Every fenced code block is read; its gst-launch-1.0 and gst-play-1.0 commands (b
 continuations joined) are run together, as the reader would run them in separate shells: the producers of the block
 (cudasink-ipc) first, then everything else. A display sink draws into a private Xvfb server.
 Each command must reach PLAYING (gst-play-1.0: say "Now playing") and either still run,
-without an ERROR, after RUN_SECONDS, or have ended with exit status 0. The only change made to a
+without an ERROR, after RUN_SECONDS, or have ended with exit status 0; a consumer (cudasrc-ipc
+or a cudaipc:// URI) must also have received a frame within that time: cudasrc-ipc's INFO line
+"first frame from the producer", read through GST_DEBUG. RUN_SECONDS is longer than
+cudasrc-ipc's default connect-timeout, so a consumer that is never served fails. The only change made to a
 command is its socket path (socket-path=, or the path of a cudaipc:// URI) and any file it
 writes, moved into a scratch directory so that the test needs no /run and leaves nothing behind.
 
@@ -35,7 +38,12 @@ from gst_processes import Xvfb  # noqa: E402
 
 ROOT = os.environ.get("CUDAIPC_SOURCE_ROOT",
                       os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-RUN_SECONDS = 4
+RUN_SECONDS = 7  # longer than cudasrc-ipc's 5 s connect-timeout
+FIRST_FRAME = "first frame from the producer"
+# The producer a block's consumer gets where the block shows none (its socket path is appended).
+STAND_IN = ["gst-launch-1.0", "videotestsrc", "is-live=true", "!",
+            "video/x-raw,format=I420,width=320,height=240,framerate=30/1", "!", "cudasink-ipc",
+            "memory=host"]
 X_REFUSED = "Could not open display"
 DISPLAY_SINKS = {"ximagesink", "xvimagesink", "glimagesink", "autovideosink", "gtksink"}
 PROGRAMS = ("gst-launch-1.0", "gst-play-1.0")
@@ -138,6 +146,11 @@ def move_socket(word, scratch):
     return CUDAIPC_URI.sub(moved, word)
 
 
+def is_consumer(words):
+    """A command that reads a stream: cudasrc-ipc, or a player of a cudaipc:// URI."""
+    return "cudasrc-ipc" in elements_of(words) or any("cudaipc://" in w for w in words)
+
+
 def needs_display(words):
     """gst-play-1.0 shows video in autovideosink, as do the display sinks."""
     return words[0] == "gst-play-1.0" or bool(DISPLAY_SINKS.intersection(elements_of(words)))
@@ -180,7 +193,11 @@ def run_block(commands, scratch, display, log):
     for words in producers + others:
         moved = [move_socket(word, scratch) for word in words]
         output = open(os.path.join(scratch, f"cmd{len(started)}.log"), "w+")
-        process = subprocess.Popen(moved, cwd=scratch, env=env, stdout=output,
+        command_env = env
+        if is_consumer(words):
+            # cudasrc-ipc says at INFO when its first frame came: proof that it was served.
+            command_env = dict(env, GST_DEBUG="cudaipc-src:4", GST_DEBUG_NO_COLOR="1")
+        process = subprocess.Popen(moved, cwd=scratch, env=command_env, stdout=output,
                                    stderr=subprocess.STDOUT, text=True)
         started.append((words, process, output))
         if words in producers:
@@ -203,6 +220,8 @@ def run_block(commands, scratch, display, log):
         failure = None
         if "ERROR" in text:
             failure = "printed an error"
+        elif is_consumer(words) and FIRST_FRAME not in text:
+            failure = f"received no frame in {RUN_SECONDS} s"
         elif code not in (None, 0):
             failure = f"exited with status {code}"
         elif words[0] == "gst-play-1.0" and "Now playing" not in text:
@@ -243,8 +262,7 @@ def main():
                 unserved = {socket_of(w) for w in commands if "cudasink-ipc" in w} - served
                 for words in list(runnable):
                     sock = socket_of(words)
-                    consumer = "cudasrc-ipc" in words or any("cudaipc://" in w for w in words)
-                    if consumer and sock in unserved:
+                    if is_consumer(words) and sock in unserved:
                         runnable.remove(words)
                         reasons[" ".join(words)] = "its producer, which cannot run here"
                 # A network receiver listens for a sender that runs on another host.
@@ -258,6 +276,15 @@ def main():
                     print(f"SKIP {name}: {command}\n     needs {reason}")
                 if not runnable:
                     continue
+                # A consumer whose producer the block does not show (a relay reading the camera
+                # of another section) is served by a small host-memory stand-in, so that it
+                # must receive frames as the rest do.
+                shown = {socket_of(w) for w in commands if "cudasink-ipc" in w}
+                orphans = {socket_of(w) for w in runnable if is_consumer(w)} - shown
+                for sock in sorted(orphans, key=str):
+                    stand_in = STAND_IN + ([f"socket-path={sock}"] if sock else [])
+                    print(f"STAND-IN {name}: {' '.join(stand_in)}")
+                    runnable.insert(0, stand_in)
                 with tempfile.TemporaryDirectory(prefix="cudaipc-doc-") as scratch:
                     block_logs = []
                     results = run_block(runnable, scratch, xvfb.display, block_logs)
