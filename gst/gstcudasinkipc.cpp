@@ -589,6 +589,17 @@ static GstCaps* gst_cuda_sink_ipc_get_caps(GstBaseSink* sink, GstCaps* filter) {
 // Makes the pool for `caps` the current generation, telling consumers about the new format.
 static gboolean ensure_pool(GstCudaSinkIpc* self, GstCaps* caps) {
   SinkPrivate& p = *self->priv;
+  // Caps longer than a CAPS message carries are refused here: sent, every consumer would drop
+  // the producer as misbehaving (and wait-for-consumer would wait forever).
+  const size_t caps_length = cipc_gst::SlotPoolGenerations::announced_caps(caps).size();
+  if (caps_length > cipc::kMaxCapsLength) {
+    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION,
+                      ("The format's caps are %zu bytes long; consumers accept at most %zu (the "
+                       "protocol's CAPS limit).",
+                       caps_length, cipc::kMaxCapsLength),
+                      ("Remove long fields from the caps upstream of %s.", GST_ELEMENT_NAME(self)));
+    return FALSE;
+  }
   std::string error;
   if (!p.pools->ensure(caps, &error)) {
     GST_ELEMENT_ERROR(self, CORE, NEGOTIATION,

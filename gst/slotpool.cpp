@@ -297,14 +297,20 @@ bool SlotPoolGenerations::start_generation(GstCaps* caps, const GstVideoInfo& in
   ++generation_;
   reconfigure_sent_ = false;
   if (new_caps) caps_generation_ = generation_;
+  const std::string text = announced_caps(caps);
+  GST_DEBUG("generation %" G_GUINT64_FORMAT ": %s", generation_, text.c_str());
+  if (announce_) announce_(generation_, text, GST_VIDEO_INFO_SIZE(&info));
+  return true;
+}
+
+std::string SlotPoolGenerations::announced_caps(GstCaps* caps) {
   GstCaps* plain = gst_caps_copy(caps);
   gst_caps_set_features(plain, 0, nullptr);
   gchar* text = gst_caps_to_string(plain);
   gst_caps_unref(plain);
-  GST_DEBUG("generation %" G_GUINT64_FORMAT ": %s", generation_, text);
-  if (announce_) announce_(generation_, text, GST_VIDEO_INFO_SIZE(&info));
+  std::string out = text ? text : "";
   g_free(text);
-  return true;
+  return out;
 }
 
 bool SlotPoolGenerations::ensure(GstCaps* caps, std::string* error) {

@@ -88,6 +88,9 @@ class SlotPoolGenerations {
   SlotPoolGenerations(const SlotPoolGenerations&) = delete;
   SlotPoolGenerations& operator=(const SlotPoolGenerations&) = delete;
 
+  // `caps` as Announce is told them (and consumers read them in CAPS): without memory features.
+  static std::string announced_caps(GstCaps* caps);
+
   // Makes a pool for `caps` the current generation unless it already is. False with `error`.
   bool ensure(GstCaps* caps, std::string* error);
   // Rolls over when the current generation is near its index limit; `rolled` says whether it did.

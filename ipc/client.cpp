@@ -76,7 +76,8 @@ ClientEvent ConsumerClient::lose(const ConsumerEvent& event) {
   const bool protocol = event.kind == ConsumerEvent::Kind::kError;
   disconnect();
   if (protocol && event.error.code != ErrorCode::kProtocol) {
-    // Version, memory kind or GPU mismatch: waiting would not change it.
+    // Version, memory kind or GPU mismatch, or a connection another process made (read after
+    // fork()): waiting would not change it.
     out.kind = ClientEvent::Kind::kFailed;
     out.failure = ClientEvent::Failure::kIncompatible;
   } else if (config_.reconnect) {

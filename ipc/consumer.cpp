@@ -37,6 +37,9 @@ FrameClaim::FrameClaim(std::shared_ptr<ConsumerLink> link, const Frame& frame)
 
 FrameClaim::~FrameClaim() {
   --link_->claims_outstanding;
+  // A child made by fork() inherited this claim: the frame is still the parent's, which reads it.
+  // Checked before the lock, which another thread of the parent may have held at fork().
+  if (!link_->in_owner()) return;
   Release m;
   m.generation = generation_;
   m.slot = slot_;
@@ -151,6 +154,14 @@ Consumer::Consumer(std::shared_ptr<ConsumerLink> link, std::shared_ptr<MemoryBac
     : link_(std::move(link)), backend_(std::move(backend)), waker_(waker) {}
 
 Consumer::~Consumer() {
+  if (!link_->in_owner()) {
+    // After fork(): the connection is the parent's. Close this process's descriptor only (no
+    // BYE, no shutdown, which would end it for both); no lock, which a thread of the parent may
+    // have held at fork().
+    link_->open = false;
+    link_->channel.close();
+    return;
+  }
   std::lock_guard<std::mutex> lock(link_->mutex);
   if (link_->open) link_->channel.send(Message{Bye{Bye::kShutdown}});
   link_->open = false;
@@ -176,6 +187,16 @@ ConsumerEvent Consumer::fail(ErrorCode code, const std::string& text) {
 }
 
 ConsumerEvent Consumer::next(int timeout_ms) {
+  if (!link_->in_owner()) {
+    // A child made by fork(): what arrives is the parent's; reading it would take it from there.
+    ConsumerEvent e;
+    e.kind = ConsumerEvent::Kind::kError;
+    e.error = Error{ErrorCode::kInvalidArgument,
+                    "this connection was made by process " + std::to_string(link_->owner) +
+                        " and belongs to it; process " + std::to_string(::getpid()) +
+                        " (a child made by fork()) cannot read from it: connect anew"};
+    return e;
+  }
   const uint64_t deadline =
       timeout_ms < 0 ? UINT64_MAX : monotonic_ns() + uint64_t(timeout_ms) * 1000000;
   Packet packet;

@@ -4,6 +4,9 @@
 // whatever thread that happens on, for as long as the connection lives.
 #pragma once
 
+#include <sys/types.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -41,17 +44,24 @@ struct ImportedSlot {
   std::unique_ptr<SlotMemory> memory;
 };
 
-// The connection as seen by claims, which may outlive the Consumer object.
+// The connection as seen by claims, which may outlive the Consumer object. It belongs to the
+// process that connected: a child made by fork() inherits the socket and every claim, but what
+// it does with them must not reach the producer (a RELEASE would hand the parent's frames back to
+// be overwritten, a BYE would end the parent's connection). There, claims and the connection are
+// dropped silently: nothing is sent, shut down or read on the inherited socket.
 struct ConsumerLink {
   std::mutex mutex;
   Channel channel;
   bool open = true;
+  const pid_t owner = ::getpid();
+  // False in a process other than the one that connected (a child after fork()).
+  bool in_owner() const { return ::getpid() == owner; }
   std::atomic<uint64_t> releases_sent{0};
   std::atomic<uint64_t> releases_lost{0};  // connection gone or socket full
   std::atomic<uint64_t> claims_outstanding{0};
 };
 
-// One frame's claim on its slot. Destroying it sends RELEASE.
+// One frame's claim on its slot. Destroying it sends RELEASE (only in the process that connected).
 class FrameClaim {
  public:
   FrameClaim(std::shared_ptr<ConsumerLink> link, const Frame& frame);
@@ -120,11 +130,15 @@ class Consumer {
   // The same with one fixed backend (not owned; must outlive the Consumer).
   static Result<std::unique_ptr<Consumer>> connect(const ConsumerConfig& config,
                                                    MemoryBackend& backend, Waker* waker = nullptr);
-  ~Consumer();  // says BYE; outstanding claims then release nothing (the producer reclaims)
+  // Says BYE; outstanding claims then release nothing (the producer reclaims). In a process other
+  // than the one that connected (after fork()) it only closes this process's descriptor.
+  ~Consumer();
   Consumer(const Consumer&) = delete;
   Consumer& operator=(const Consumer&) = delete;
 
-  // Waits for the next caps, frame or end. timeout_ms < 0: no timeout.
+  // Waits for the next caps, frame or end. timeout_ms < 0: no timeout. In a process other than
+  // the one that connected it reads nothing (the messages are the connecting process's) and
+  // returns kError (kInvalidArgument) saying so.
   ConsumerEvent next(int timeout_ms);
 
   const Welcome& welcome() const { return welcome_; }

@@ -3,14 +3,16 @@
 
 #include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cstdint>
 
 namespace cipc {
 
-Waker::Waker() : fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+Waker::Waker() : fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)), owner_(::getpid()) {}
 
 void Waker::wake() {
+  if (::getpid() != owner_) return;  // a child made by fork(): the eventfd is the parent's
   std::lock_guard<std::mutex> lock(mutex_);
   if (set_.load(std::memory_order_relaxed)) return;  // already readable
   const uint64_t one = 1;
@@ -20,6 +22,7 @@ void Waker::wake() {
 }
 
 void Waker::clear() {
+  if (::getpid() != owner_) return;
   std::lock_guard<std::mutex> lock(mutex_);
   if (!set_.load(std::memory_order_relaxed)) return;
   uint64_t v;

@@ -2,6 +2,8 @@
 // An eventfd that ends poll() waits from another thread (unlock, stop).
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <mutex>
 
@@ -10,6 +12,9 @@
 
 namespace cipc {
 
+// Belongs to the process that made it: after fork(), wake() and clear() in the child do nothing
+// (the eventfd is shared, and a child's wake would end the parent's waits, or leave the parent's
+// flag and its eventfd out of step so that its poll() returns at once forever).
 class Waker {
  public:
   Waker();
@@ -24,6 +29,7 @@ class Waker {
   UniqueFd fd_;
   std::mutex mutex_;  // wake() and clear() change the flag and the eventfd together
   std::atomic<bool> set_{false};
+  const pid_t owner_;
 };
 
 // CLOCK_MONOTONIC in nanoseconds: the time base both processes agree on.

@@ -6,6 +6,8 @@
 // cudaipc_last_error().
 #include <cudaipc/cudaipc.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -63,6 +65,10 @@ struct SharedCounters {
 }  // namespace
 
 struct cudaipc_reader {
+  // The process that opened the reader. After fork() the child inherits the reader, its
+  // connection and its frames, but they stay the parent's: the child reads nothing, and what it
+  // releases or closes is dropped here without a word to the producer (ipc/consumer.h).
+  pid_t owner = ::getpid();
   cipc::Waker waker;
   std::unique_ptr<cipc::ConsumerClient> client;
   std::shared_ptr<SharedCounters> counters = std::make_shared<SharedCounters>();
@@ -242,6 +248,11 @@ static int fill_frame(cudaipc_reader* r, cipc::ReceivedFrame& received, cudaipc_
 int cudaipc_reader_next(cudaipc_reader* r, int timeout_ms, cudaipc_frame** frame) {
   if (!r || !frame) return fail(CUDAIPC_ERROR_INVALID_ARGUMENT, "reader or frame is NULL");
   *frame = nullptr;
+  if (::getpid() != r->owner)
+    return fail(CUDAIPC_ERROR_INVALID_ARGUMENT,
+                "this reader was opened by process " + std::to_string(r->owner) +
+                    " and belongs to it; process " + std::to_string(::getpid()) +
+                    " (a child made by fork()) cannot read from it: open a reader of its own");
   if (r->final_status != CUDAIPC_OK) return fail(r->final_status, r->final_reason);
   const uint64_t deadline =
       timeout_ms < 0 ? UINT64_MAX : cipc::monotonic_ns() + uint64_t(timeout_ms) * 1000000;

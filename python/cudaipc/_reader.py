@@ -401,6 +401,11 @@ class Reader:
     reconnect=True the library waits forever too), and raises NoProducerError (or another
     Error) if it cannot attach. A reader is used from one thread at a time; interrupt() and
     close() may be called from any thread.
+
+    A reader and its frames belong to the process that opened it. In a child made by fork(),
+    next() raises InvalidArgumentError, interrupt() does nothing, and releasing frames or closing
+    the reader there (also at the child's exit) says nothing to the producer: the parent's
+    frames stay claimed and its connection open. A child that wants frames opens its own Reader.
     """
 
     def __init__(self, socket_path=None, *, memory="any", cuda_device=-1, max_in_flight=4,

@@ -1100,6 +1100,92 @@ TEST_F(Elements, UriCannotChangeWhileTheSinkRuns) {
   TearDownBus();
 }
 
+// kCaps with a string field that makes the caps, as the sink announces them, `length` bytes long.
+static GstCaps* caps_of_length(size_t length) {
+  auto text_of = [](GstCaps* caps) {
+    gchar* t = gst_caps_to_string(caps);
+    const std::string out = t;
+    g_free(t);
+    return out;
+  };
+  GstCaps* caps = gst_caps_from_string(kCaps);
+  gst_caps_set_simple(caps, "note", G_TYPE_STRING, "a", nullptr);
+  const size_t base = text_of(caps).size() - 1;
+  EXPECT_LT(base, length);
+  gst_caps_set_simple(caps, "note", G_TYPE_STRING, std::string(length - base, 'a').c_str(),
+                      nullptr);
+  EXPECT_EQ(text_of(caps).size(), length);
+  return caps;
+}
+
+// An appsrc pipeline into cudasink-ipc with `caps`; one frame pushed.
+static GstElement* appsrc_into_sink(GstCaps* caps, const std::string& sink_properties) {
+  GstElement* pipeline = gst_parse_launch(
+      ("appsrc name=src format=time ! cudasink-ipc name=sink " + sink_properties).c_str(), nullptr);
+  GstElement* src = gst_bin_get_by_name(GST_BIN(pipeline), "src");
+  g_object_set(src, "caps", caps, nullptr);
+  gst_element_set_state(pipeline, GST_STATE_PLAYING);
+  GstBuffer* frame = gst_buffer_new_allocate(nullptr, 64 * 48 * 4, nullptr);
+  GST_BUFFER_PTS(frame) = 0;
+  GstFlowReturn ret = GST_FLOW_ERROR;
+  g_signal_emit_by_name(src, "push-buffer", frame, &ret);
+  EXPECT_EQ(ret, GST_FLOW_OK);
+  gst_buffer_unref(frame);
+  gst_object_unref(src);
+  return pipeline;
+}
+
+// Issue 43, item 8: caps longer than a CAPS message carries were accepted and sent; every consumer
+// then dropped the producer as misbehaving, and with wait-for-consumer=true the producer waited
+// for ever. They are refused at negotiation, naming the limit and their length.
+TEST_F(Elements, CapsLongerThanTheProtocolCarriesAreRefusedNamingTheLimit) {
+  const size_t length = cipc::kMaxCapsLength + 1;
+  GstCaps* caps = caps_of_length(length);
+  GstElement* pipeline =
+      appsrc_into_sink(caps, "memory=host wait-for-consumer=true socket-path=" + socket_);
+  GstBus* bus = gst_element_get_bus(pipeline);
+  GstMessage* m = gst_bus_timed_pop_filtered(bus, 10 * GST_SECOND, GST_MESSAGE_ERROR);
+  EXPECT_NE(m, nullptr) << "no error: the caps were accepted";
+  if (m) {
+    const std::string text = error_text(m);
+    EXPECT_NE(text.find(std::to_string(cipc::kMaxCapsLength)), std::string::npos) << text;
+    EXPECT_NE(text.find(std::to_string(length)), std::string::npos) << text;
+    GstElement* sink = gst_bin_get_by_name(GST_BIN(pipeline), "sink");
+    EXPECT_EQ(GST_MESSAGE_SRC(m), GST_OBJECT(sink)) << "posted by " << GST_MESSAGE_SRC_NAME(m);
+    gst_object_unref(sink);
+    gst_message_unref(m);
+  }
+  gst_object_unref(bus);
+  gst_element_set_state(pipeline, GST_STATE_NULL);
+  gst_object_unref(pipeline);
+  gst_caps_unref(caps);
+}
+
+// Caps of exactly the limit still stream to a consumer.
+TEST_F(Elements, CapsOfTheProtocolsLimitStillStream) {
+  GstCaps* caps = caps_of_length(cipc::kMaxCapsLength);
+  GstElement* pipeline =
+      appsrc_into_sink(caps, "memory=host wait-for-consumer=true socket-path=" + socket_);
+  GstElement* sink = gst_bin_get_by_name(GST_BIN(pipeline), "sink");
+  GstElement* consumer = gst_parse_launch(
+      ("cudasrc-ipc socket-path=" + socket_ + " ! fakesink sync=false").c_str(), nullptr);
+  gst_element_set_state(consumer, GST_STATE_PLAYING);
+  EXPECT_TRUE(eventually([&] { return stat(sink, "frames-sent") >= 1; }));
+  for (GstElement* p : {pipeline, consumer}) {
+    GstBus* bus = gst_element_get_bus(p);
+    GstMessage* error = gst_bus_pop_filtered(bus, GST_MESSAGE_ERROR);
+    EXPECT_EQ(error, nullptr) << error_text(error);
+    if (error) gst_message_unref(error);
+    gst_object_unref(bus);
+  }
+  gst_element_set_state(consumer, GST_STATE_NULL);
+  gst_object_unref(consumer);
+  gst_element_set_state(pipeline, GST_STATE_NULL);
+  gst_object_unref(sink);
+  gst_object_unref(pipeline);
+  gst_caps_unref(caps);
+}
+
 TEST(ElementNames, DefaultInstanceNamesAreTheElementNames) {
   gst_init(nullptr, nullptr);
   for (const char* factory : {"cudasink-ipc", "cudasrc-ipc"}) {

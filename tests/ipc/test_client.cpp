@@ -4,8 +4,12 @@
 // producer impersonator that breaks the protocol, over real sockets and host memory.
 
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -172,6 +176,92 @@ TEST_F(Client, MemoryKindMismatchIsARefusalNotARetry) {
   ASSERT_EQ(ev.kind, Kind::kFailed);
   EXPECT_EQ(ev.failure, Failure::kRefused);
   EXPECT_NE(ev.error.message.find("memory"), std::string::npos) << ev.error.message;
+}
+
+// Runs `body` in a child made by fork() and returns its exit status (or -1 if it did not exit).
+int in_forked_child(const std::function<int()>& body) {
+  const pid_t pid = ::fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    ::alarm(20);
+    ::_exit(body());
+  }
+  int status = 0;
+  if (::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
+bool readable_now(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) == 1;
+}
+
+// Issue 43, item 5: the eventfd is shared after fork(). A child's wake() must not end the
+// parent's waits, nor leave the eventfd readable while the parent's flag says it is clear (the
+// parent's poll() would return at once for ever: a spin).
+TEST(WakerFork, WakeInAForkedChildLeavesTheParentsWakerAlone) {
+  Waker waker;
+  ASSERT_TRUE(waker.valid());
+  EXPECT_EQ(in_forked_child([&] {
+              waker.wake();
+              return 0;
+            }),
+            0);
+  EXPECT_FALSE(readable_now(waker.fd())) << "the child's wake() reached the parent's eventfd";
+  EXPECT_FALSE(waker.is_set());
+  waker.wake();  // the parent's own wake still works
+  EXPECT_TRUE(readable_now(waker.fd()));
+  waker.clear();
+  EXPECT_FALSE(readable_now(waker.fd()));
+}
+
+// Issue 43, item 5: a child made by fork() while the parent holds a frame inherits the client,
+// its connection and the claim. Reading there, dropping the claim and disconnecting say nothing to
+// the producer: it still counts the parent as attached and holding the frame.
+TEST_F(Client, ForkedChildSaysNothingOnTheParentsConnection) {
+  auto producer = start_producer();
+  auto c = client(config(false));
+  ASSERT_EQ(c->next().kind, Kind::kAttached);
+  publish_one(*producer);
+  ASSERT_EQ(c->next().kind, Kind::kCaps);
+  ClientEvent frame = c->next();
+  ASSERT_EQ(frame.kind, Kind::kFrame);
+  ASSERT_TRUE(cipc_test::eventually([&] { return producer->stats().claims_outstanding == 1; }));
+
+  std::string said;
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  const int status = in_forked_child([&] {
+    ::close(pipe_fds[0]);
+    const ClientEvent ev = c->next(100);  // must not read the parent's messages
+    said = std::to_string(static_cast<int>(ev.kind)) + " " + ev.error.message;
+    ssize_t n = ::write(pipe_fds[1], said.data(), said.size());
+    (void)n;
+    frame = ClientEvent();  // drops the inherited claim
+    c->disconnect();
+    c.reset();
+    return 0;
+  });
+  ::close(pipe_fds[1]);
+  char buf[512];
+  ssize_t n;
+  while ((n = ::read(pipe_fds[0], buf, sizeof(buf))) > 0) said.append(buf, size_t(n));
+  ::close(pipe_fds[0]);
+  ASSERT_EQ(status, 0);
+  EXPECT_EQ(said.rfind(std::to_string(static_cast<int>(Kind::kFailed)) + " ", 0), 0u) << said;
+  EXPECT_NE(said.find("fork()"), std::string::npos) << said;
+
+  // A BYE from the child would have the producer close the connection, which the parent would
+  // see here as the end of the stream.
+  const ClientEvent after = c->next(300);
+  EXPECT_EQ(after.kind, Kind::kTimeout) << after.error.message;
+  EXPECT_TRUE(c->attached());
+  EXPECT_EQ(producer->stats().claims_outstanding, 1u) << "the child released the parent's frame";
+  frame = ClientEvent();  // the parent's own RELEASE goes through
+  EXPECT_TRUE(cipc_test::eventually([&] { return producer->stats().claims_outstanding == 0; }));
+  const ProducerStats s = producer->stats();
+  EXPECT_EQ(s.releases, 1u);
+  EXPECT_EQ(s.consumers, 1u) << "the child's exit disconnected the parent";
 }
 
 // A producer that completes the handshake, then sends something that is not a message.

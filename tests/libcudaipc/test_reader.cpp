@@ -5,6 +5,8 @@
 // interruption, end of stream and the errors a user sees. Also the caps reading and the layout
 // check that protect the reader from a lying producer.
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -293,6 +295,77 @@ TEST_F(Reader, ProducerKilledMidStreamIsDisconnectedNotEnd) {
   EXPECT_NE(std::string(cudaipc_last_error()).find("lost the producer"), std::string::npos)
       << cudaipc_last_error();
   EXPECT_EQ(cudaipc_reader_next(reader_, 0, &f), CUDAIPC_ERROR_DISCONNECTED);
+}
+
+// Issue 43, item 5: a child made by fork() while the parent holds frames inherits the reader, its
+// connection and the frames. Whatever the child does with them as it exits (next, interrupt,
+// release, close) reaches neither the producer nor the parent: the parent's frames keep their
+// bytes, and the parent stays connected and keeps receiving.
+TEST_F(Reader, ForkedChildReleasingAndClosingLeavesTheParentsFramesAndConnection) {
+  start_producer({"--fps", "100"});  // live: it overwrites any slot it gets back at once
+  ASSERT_EQ(open(4), CUDAIPC_OK) << cudaipc_last_error();
+  std::vector<cudaipc_frame*> held;
+  std::vector<std::vector<uint8_t>> bytes;
+  auto bytes_of = [](cudaipc_frame* f) {
+    cudaipc_frame_info info;
+    EXPECT_EQ(cudaipc_frame_get_info(f, &info), CUDAIPC_OK);
+    const auto* p = reinterpret_cast<const uint8_t*>(static_cast<uintptr_t>(info.data));
+    return std::vector<uint8_t>(p, p + info.size);
+  };
+  for (int i = 0; i < 4; ++i) {
+    cudaipc_frame* f = next_frame();
+    ASSERT_NE(f, nullptr) << "frame " << i;
+    held.push_back(f);
+    bytes.push_back(bytes_of(f));
+  }
+  int report[2];
+  ASSERT_EQ(::pipe(report), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::alarm(20);
+    ::close(report[0]);
+    cudaipc_frame* f = nullptr;
+    const int next_status = cudaipc_reader_next(reader_, 100, &f);
+    const std::string said = std::to_string(next_status) + " " + cudaipc_last_error();
+    ssize_t n = ::write(report[1], said.data(), said.size());
+    (void)n;
+    cudaipc_reader_interrupt(reader_);
+    for (cudaipc_frame* h : held) cudaipc_frame_release(h, nullptr);
+    cudaipc_reader_close(reader_);
+    ::_exit(0);
+  }
+  ::close(report[1]);
+  std::string said;
+  char buf[512];
+  ssize_t n;
+  while ((n = ::read(report[0], buf, sizeof(buf))) > 0) said.append(buf, size_t(n));
+  ::close(report[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  EXPECT_EQ(said.rfind(std::to_string(CUDAIPC_ERROR_INVALID_ARGUMENT) + " ", 0), 0u)
+      << "the child's next() should refuse a reader of its parent: " << said;
+  EXPECT_NE(said.find("fork()"), std::string::npos) << said;
+
+  // At 100 fps the producer would have rewritten slots it got back many times over by now.
+  std::this_thread::sleep_for(milliseconds(300));
+  for (size_t i = 0; i < held.size(); ++i)
+    EXPECT_TRUE(bytes_of(held[i]) == bytes[i])
+        << "held frame " << i << " was overwritten after the child released it";
+  // Still attached and still holding every claim: nothing more comes, and nothing cut us off.
+  cudaipc_frame* f = nullptr;
+  const int after = cudaipc_reader_next(reader_, 300, &f);
+  EXPECT_EQ(after, CUDAIPC_TIMEOUT) << cudaipc_status_name(after) << ": " << cudaipc_last_error();
+  for (cudaipc_frame* h : held) EXPECT_EQ(cudaipc_frame_release(h, nullptr), CUDAIPC_OK);
+  for (int i = 0; i < 10; ++i) {
+    f = next_frame(5000);
+    ASSERT_NE(f, nullptr) << "the parent stopped receiving after the child exited (frame " << i
+                          << ")";
+    cudaipc_frame_release(f, nullptr);
+  }
+  EXPECT_EQ(stats().connects, 1u);
+  EXPECT_EQ(stats().frames_held, 0u);
 }
 
 TEST_F(Reader, NoProducerIsAnErrorNamingThePath) {

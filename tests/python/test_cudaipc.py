@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 import unittest
@@ -69,12 +70,13 @@ class Producer:
     """A `cudaipc-e2e-peer produce` process serving `socket`."""
 
     def __init__(self, directory, name, fmt="BGRA", width=64, height=48, frames=8,
-                 pattern="snow", extra=()):
+                 pattern="snow", wait_for_consumer=True, extra=()):
         self.socket = os.path.join(directory, name + ".sock")
         self.record = os.path.join(directory, name + ".record")
         self.stderr_path = os.path.join(directory, name + ".stderr")
         command = [PEER, "produce", "--socket", self.socket, "--frames", str(frames),
-                   "--fps", "0", "--wait-for-consumer", "--format", fmt, "--width", str(width),
+                   "--fps", "0", *(["--wait-for-consumer"] if wait_for_consumer else []),
+                   "--format", fmt, "--width", str(width),
                    "--height", str(height), "--pattern", pattern, "--record", self.record,
                    "--release-timeout", "30000", *extra]
         self.lines = queue.Queue()
@@ -521,6 +523,73 @@ class CudaipcTest(unittest.TestCase):
             for frame in reader:
                 frame.release()
         self.assertIn("lost the producer", cut.exception.reason)
+
+    # -- fork() (issue 43, item 5) ---------------------------------------------------------
+
+    # A program that holds 4 frames, forks, and whose child exits normally (sys.exit: its
+    # copies of the frames and of the reader are let go at exit), then reports what the parent
+    # sees. Its own process, so that the child's exit is a real interpreter exit.
+    _FORK_SCRIPT = textwrap.dedent("""
+        import os, sys, time
+        import numpy
+        import cudaipc
+
+        def fork_holding(reader):
+            frames = [reader.next(10000) for _ in range(4)]
+            assert all(frame is not None for frame in frames), "no frame within 10 s"
+            before = [numpy.array(frame) for frame in frames]  # copies
+            if os.fork() == 0:
+                try:
+                    print("CHILD-NEXT", reader.next(100), flush=True)
+                except cudaipc.Error as error:
+                    print("CHILD-NEXT", type(error).__name__, error, flush=True)
+                sys.exit(0)  # the frames go as the stack unwinds, then the reader
+            return frames, before
+
+        reader = cudaipc.Reader(sys.argv[1], max_in_flight=4)
+        frames, before = fork_holding(reader)
+        _, status = os.wait()
+        print("CHILD-STATUS", status, flush=True)
+        time.sleep(0.3)  # at 100 fps, slots given back would be rewritten many times over
+        changed = [i for i, frame in enumerate(frames)
+                   if not numpy.array_equal(numpy.asarray(frame), before[i])]
+        print("CHANGED", changed, flush=True)
+        try:
+            print("NEXT", reader.next(300), flush=True)  # holding max_in_flight: None
+        except cudaipc.Error as error:
+            print("NEXT", type(error).__name__, error, flush=True)
+        for frame in frames:
+            frame.release()
+        received = 0
+        for _ in range(10):
+            frame = reader.next(5000)
+            if frame is None:
+                break
+            frame.release()
+            received += 1
+        print("RECEIVED", received, flush=True)
+        print("CONNECTS", reader.stats["connects"], flush=True)
+        """)
+
+    def test_forked_child_exiting_leaves_the_parents_frames_and_connection(self):
+        # Live and never waiting: it rewrites at once any slot it gets back.
+        producer = self.producer(frames=0, wait_for_consumer=False, extra=("--fps", "100"))
+        run = subprocess.run([sys.executable, "-c", self._FORK_SCRIPT, producer.socket],
+                             capture_output=True, text=True, timeout=60)
+        said = {}
+        for line in run.stdout.splitlines():
+            key, _, value = line.partition(" ")
+            said[key] = value
+        context = f"stdout: {run.stdout!r}, stderr: {run.stderr[-2000:]!r}"
+        self.assertEqual(said.get("CHILD-STATUS"), "0", context)
+        self.assertTrue(said.get("CHILD-NEXT", "").startswith("InvalidArgumentError"), context)
+        self.assertIn("fork()", said.get("CHILD-NEXT", ""), context)
+        self.assertEqual(said.get("CHANGED"), "[]",
+                         f"the parent's held frames were overwritten; {context}")
+        self.assertEqual(said.get("NEXT"), "None", f"the parent was cut off; {context}")
+        self.assertEqual(run.returncode, 0, context)
+        self.assertEqual(said.get("RECEIVED"), "10", context)
+        self.assertEqual(said.get("CONNECTS"), "1", context)
 
     def test_nul_in_the_socket_path_is_a_value_error(self):
         producer = self.producer(frames=2)

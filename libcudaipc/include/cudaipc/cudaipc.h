@@ -32,6 +32,15 @@
  * Threads: a reader is used from one thread at a time, except cudaipc_reader_interrupt(),
  * which any thread may call. cudaipc_frame_release() may be called from any thread.
  *
+ * fork(): a reader, its connection and its frames belong to the process that opened the reader.
+ * A child made by fork() inherits them but cannot use them: its cudaipc_reader_next() returns
+ * CUDAIPC_ERROR_INVALID_ARGUMENT and reads nothing, its cudaipc_reader_interrupt() does nothing,
+ * and its cudaipc_frame_release() and cudaipc_reader_close() (as run at its exit, e.g. by
+ * Python's sys.exit()) only free its own copies: nothing is said to the producer, so the
+ * parent's frames stay claimed and unchanged and the parent stays connected. A child that wants
+ * frames opens a reader of its own. (CUDA itself cannot be used in a child forked after CUDA was
+ * initialised: fork before opening a CUDA reader, or use exec.)
+ *
  * Errors: functions return a cudaipc_status; after an error, cudaipc_last_error() is a sentence
  * saying why (per thread, valid until the next call into the library on that thread).
  */
