@@ -415,8 +415,10 @@ static gboolean start_cuda(GstCudaSinkIpc* self, const Settings& s, cipc::Produc
 #endif
 }
 
-static gboolean gst_cuda_sink_ipc_start(GstBaseSink* sink) {
-  auto* self = GST_CUDA_SINK_IPC(sink);
+// READY -> PAUSED, from change_state() rather than GstBaseSink::start(): a failed start() makes
+// basesink post a second, generic error ("some element failed to post a proper error message")
+// after the one here that names the cause.
+static gboolean start_serving(GstCudaSinkIpc* self) {
   SinkPrivate& p = *self->priv;
   const Settings s = snapshot_settings(self);
   cipc::ProducerConfig config;
@@ -1032,11 +1034,9 @@ static void gst_cuda_sink_ipc_set_context(GstElement* element, GstContext* conte
 
 // NULL -> READY runs before upstream elements open (sinks change state first): announcing the
 // context now lets a decoder further upstream find it even when it is not our neighbour.
-static GstStateChangeReturn gst_cuda_sink_ipc_change_state(GstElement* element,
-                                                           GstStateChange transition) {
-  auto* self = GST_CUDA_SINK_IPC(element);
-  if (transition == GST_STATE_CHANGE_NULL_TO_READY &&
-      snapshot_settings(self).memory == cipc::MemoryKind::kCuda) {
+static void share_cuda_context(GstCudaSinkIpc* self) {
+  GstElement* element = GST_ELEMENT(self);
+  if (snapshot_settings(self).memory == cipc::MemoryKind::kCuda) {
     SinkPrivate& p = *self->priv;
     GstCudaContext* context = p.cuda_context.held();
     bool primary = true;
@@ -1050,9 +1050,24 @@ static GstStateChangeReturn gst_cuda_sink_ipc_change_state(GstElement* element,
     }
     gst_clear_object(&context);
   }
-  return GST_ELEMENT_CLASS(gst_cuda_sink_ipc_parent_class)->change_state(element, transition);
 }
 #endif
+
+static GstStateChangeReturn gst_cuda_sink_ipc_change_state(GstElement* element,
+                                                           GstStateChange transition) {
+  auto* self = GST_CUDA_SINK_IPC(element);
+#ifdef CIPC_HAVE_GST_CUDA
+  if (transition == GST_STATE_CHANGE_NULL_TO_READY) share_cuda_context(self);
+#endif
+  if (transition == GST_STATE_CHANGE_READY_TO_PAUSED && !start_serving(self))
+    return GST_STATE_CHANGE_FAILURE;  // start_serving() posted the error
+  const GstStateChangeReturn ret =
+      GST_ELEMENT_CLASS(gst_cuda_sink_ipc_parent_class)->change_state(element, transition);
+  // Stopped by basesink's stop() on the way down; a start that basesink failed never gets there.
+  if (transition == GST_STATE_CHANGE_READY_TO_PAUSED && ret == GST_STATE_CHANGE_FAILURE)
+    self->priv->teardown();
+  return ret;
+}
 
 static void gst_cuda_sink_ipc_finalize(GObject* object) {
   delete GST_CUDA_SINK_IPC(object)->priv;
@@ -1197,9 +1212,8 @@ static void gst_cuda_sink_ipc_class_init(GstCudaSinkIpcClass* klass) {
 #ifdef CIPC_HAVE_GST_CUDA
   sink_class->query = GST_DEBUG_FUNCPTR(gst_cuda_sink_ipc_query);
   element_class->set_context = GST_DEBUG_FUNCPTR(gst_cuda_sink_ipc_set_context);
-  element_class->change_state = GST_DEBUG_FUNCPTR(gst_cuda_sink_ipc_change_state);
 #endif
-  sink_class->start = GST_DEBUG_FUNCPTR(gst_cuda_sink_ipc_start);
+  element_class->change_state = GST_DEBUG_FUNCPTR(gst_cuda_sink_ipc_change_state);
   sink_class->stop = GST_DEBUG_FUNCPTR(gst_cuda_sink_ipc_stop);
   sink_class->set_caps = GST_DEBUG_FUNCPTR(gst_cuda_sink_ipc_set_caps);
   sink_class->get_caps = GST_DEBUG_FUNCPTR(gst_cuda_sink_ipc_get_caps);

@@ -409,6 +409,27 @@ TEST_F(Elements, SlotsOfAnotherElementsPoolAreCopiedDespiteTheSameGeneration) {
   TearDownBus();
 }
 
+// A sink that cannot start posts one error, the one naming the cause: not also basesink's
+// generic "some element failed to post a proper error message" (issue 43, item 10).
+TEST_F(Elements, FailedSinkStartPostsOneErrorNamingTheCause) {
+  GstElement* pipeline = gst_parse_launch(
+      "videotestsrc ! cudasink-ipc memory=host socket-path=/nonexistent-cudaipc-dir/x.sock",
+      nullptr);
+  ASSERT_NE(pipeline, nullptr);
+  EXPECT_EQ(gst_element_set_state(pipeline, GST_STATE_PAUSED), GST_STATE_CHANGE_FAILURE);
+  GstBus* bus = gst_element_get_bus(pipeline);
+  std::vector<std::string> errors;
+  while (GstMessage* m = gst_bus_pop_filtered(bus, GST_MESSAGE_ERROR)) {
+    errors.push_back(error_text(m));
+    gst_message_unref(m);
+  }
+  ASSERT_EQ(errors.size(), 1u) << (errors.size() > 1 ? errors[1] : "");
+  EXPECT_NE(errors[0].find("/nonexistent-cudaipc-dir/x.sock"), std::string::npos) << errors[0];
+  gst_object_unref(bus);
+  gst_element_set_state(pipeline, GST_STATE_NULL);
+  gst_object_unref(pipeline);
+}
+
 TEST_F(Elements, RequireZeroCopyRefusesForeignBuffersNamingUpstream) {
   GstHarness* h = make_sink("copy-policy=require-zero-copy");
   gst_harness_play(h);
