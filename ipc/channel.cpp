@@ -399,7 +399,7 @@ Result<Listener> Listener::bind(const std::string& path, unsigned mode) {
 
   // Every producer takes the path's lock first, so probing, replacing a stale file and binding
   // are one step, never interleaved with another producer's.
-  auto lock = SocketPathLock::take(path);
+  auto lock = SocketPathLock::take(path, mode);
   if (!lock) return lock.error();
 
   struct stat st {};
