@@ -99,8 +99,11 @@ class Listener {
   ~Listener();
 
   // Serves `path` (file mode `mode`): takes the path's lock (path_lock.h), replaces a stale socket
-  // file nobody accepts on, and publishes the socket at `path` only once it listens. Refuses a
-  // live producer's path (kAddressInUse) and any other kind of file there (kNotASocket).
+  // file nobody accepts on, and publishes the socket at `path` only once it listens, checking
+  // that what is then at `path` is our socket. Refuses a live producer's path (kAddressInUse), any
+  // other kind of file there (kNotASocket), and a path that names a directory (ends in '/').
+  // The socket is bound first under a random private name in the same directory, which is never
+  // another process's: producers in other PID namespaces share directories too.
   static Result<Listener> bind(const std::string& path, unsigned mode);
 
   int fd() const { return fd_.get(); }
@@ -108,12 +111,14 @@ class Listener {
   // Accepts one pending connection without blocking; kWouldBlock when none is waiting.
   // `errno_out` (optional) receives errno for kError (EMFILE: our descriptor table is full).
   IoResult accept(Channel& out, std::string* error = nullptr, int* errno_out = nullptr);
+
   void close();
 
  private:
   UniqueFd fd_;
   SocketPathLock lock_;  // held while we serve path_
   std::string path_;
+  unsigned mode_ = 0600;
   dev_t dev_ = 0;
   ino_t ino_ = 0;
 };

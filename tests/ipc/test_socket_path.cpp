@@ -116,6 +116,109 @@ bool become(uid_t uid) {
          ::setresuid(uid, uid, uid) == 0;
 }
 
+// ---- Item 2: the private bind name -----------------------------------------------------------
+
+// The old private name was ".cudaipc-<pid>-<counter>.tmp", unlinked before each bind: a
+// producer of the same pid in another PID namespace (every container's first process is pid 1)
+// had its socket removed under it. Files of that pattern, for this very pid and every counter a
+// test binary reaches, are another process's: none may be removed or changed.
+TEST(SocketPath, PrivateBindNamesOfOtherProcessesAreNeverRemoved) {
+  TempDir dir;
+  constexpr int kCounters = 512;
+  const std::string pid = std::to_string(::getpid());
+  std::vector<ino_t> inodes;
+  for (int n = 0; n < kCounters; ++n) {
+    const std::string name = dir.file(".cudaipc-" + pid + "-" + std::to_string(n) + ".tmp");
+    UniqueFd f(::open(name.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644));
+    ASSERT_TRUE(f.valid()) << name << ": " << std::strerror(errno);
+    ASSERT_EQ(::write(f.get(), "theirs", 6), 6);
+    struct stat st {};
+    ASSERT_EQ(::fstat(f.get(), &st), 0);
+    inodes.push_back(st.st_ino);
+  }
+  for (int i = 0; i < 8; ++i) {
+    const std::string path = dir.file("p" + std::to_string(i) + ".sock");
+    auto l = Listener::bind(path, 0600);
+    ASSERT_TRUE(l.is_ok()) << l.error().message;
+    EXPECT_TRUE(reaches(path, *l)) << path;
+  }
+  int missing = 0;
+  for (int n = 0; n < kCounters; ++n) {
+    const std::string name = dir.file(".cudaipc-" + pid + "-" + std::to_string(n) + ".tmp");
+    struct stat st {};
+    if (::lstat(name.c_str(), &st) != 0 || st.st_ino != inodes[size_t(n)] || st.st_size != 6)
+      ++missing;
+  }
+  EXPECT_EQ(missing, 0) << "another process's private socket names removed or replaced";
+}
+
+// Issue 43, item 2: two producers in their own PID namespaces (both pid 1), started together on
+// different paths of one directory, as two containers sharing a socket directory do. Every start
+// must succeed and be reachable at its own path. Before: 29 of 200 failed ("publishing the
+// socket ...: No such file or directory"), 12 more came up on a socket nobody could reach.
+TEST(SocketPath, ProducersInOtherPidNamespacesSharingADirectoryAllComeUpReachable) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root for unshare(CLONE_NEWPID)";
+  const ChildResult probe = run_child([](std::string&) {
+    if (::unshare(CLONE_NEWPID) != 0) return 77;
+    return 0;
+  });
+  if (probe.code == 77) GTEST_SKIP() << "unshare(CLONE_NEWPID) is not permitted here";
+  TempDir dir;
+  constexpr int kRounds = 100;
+  int failed = 0, unreachable = 0, not_pid_one = 0;
+  std::string first_problem;
+  for (int round = 0; round < kRounds; ++round) {
+    int go[2];
+    ASSERT_EQ(::pipe2(go, O_CLOEXEC), 0);
+    // A child that enters a new PID namespace and runs the producer as its pid 1, which waits
+    // for the start signal (the pipe's write end closing) and then binds and checks its path.
+    auto producer = [&](const std::string& path) {
+      return [&, path](std::string& why) {
+        ::close(go[1]);
+        if (::unshare(CLONE_NEWPID) != 0) return 77;
+        const ChildResult inner = run_child([&](std::string& text) {
+          char c;
+          while (::read(go[0], &c, 1) < 0 && errno == EINTR) {
+          }
+          auto l = Listener::bind(path, 0600);
+          if (!l) {
+            text = l.error().message;
+            return 1;
+          }
+          if (!reaches(path, *l)) {
+            text = "came up, but a connection to '" + path + "' does not reach it";
+            return 2;
+          }
+          return ::getpid() == 1 ? 0 : 3;
+        });
+        why = inner.text;
+        return inner.code;
+      };
+    };
+    const std::string a = dir.file("a" + std::to_string(round) + ".sock");
+    const std::string b = dir.file("b" + std::to_string(round) + ".sock");
+    // Both wait on `go` before they start: release them together.
+    const Spawned ca = spawn_child(producer(a));
+    const Spawned cb = spawn_child(producer(b));
+    ::close(go[1]);
+    const ChildResult results[2] = {collect(ca), collect(cb)};
+    ::close(go[0]);
+    for (const ChildResult& r : results) {
+      if (r.code == 77) GTEST_SKIP() << "unshare(CLONE_NEWPID) failed in a child";
+      failed += r.code == 1;
+      unreachable += r.code == 2;
+      not_pid_one += r.code == 3;
+      if (r.code != 0 && first_problem.empty())
+        first_problem =
+            "round " + std::to_string(round) + ", exit " + std::to_string(r.code) + ": " + r.text;
+    }
+  }
+  EXPECT_EQ(failed, 0) << "starts that failed, of " << 2 * kRounds << "; " << first_problem;
+  EXPECT_EQ(unreachable, 0) << "starts that came up unreachable, of " << 2 * kRounds << "; "
+                            << first_problem;
+  EXPECT_EQ(not_pid_one, 0) << "producers that were not pid 1 of their namespace";
+}
+
 // ---- Item 6: a FIFO at the lock file's name --------------------------------------------------
 
 // Issue 43, item 6: open() of a FIFO waits for a writer, so the producer's start hung forever.
@@ -266,6 +369,24 @@ TEST(SocketPath, LockFileOfAnotherUserSaysWhatIsKnownOnly) {
 }
 
 // ---- Item 10: paths that cannot be served ---------------------------------------------------
+
+// Issue 43, item 10: socket-path=/dir/ left "/dir/.lock" behind. A path that names a directory is
+// refused before anything is created.
+TEST(SocketPath, PathNamingADirectoryIsRefusedBeforeAnyLockFileIsMade) {
+  TempDir dir;
+  const std::string sub = dir.file("sub");
+  ASSERT_EQ(::mkdir(sub.c_str(), 0700), 0);
+  for (const std::string& path : {sub + "/", sub, dir.file("missing/"), dir.path() + "/."}) {
+    auto l = Listener::bind(path, 0600);
+    ASSERT_FALSE(l.is_ok()) << path;
+    EXPECT_TRUE(contains(l.error().message, "names a directory")) << l.error().message;
+  }
+  EXPECT_FALSE(path_exists(sub + "/.lock"));
+  EXPECT_FALSE(path_exists(sub + ".lock"));
+  EXPECT_FALSE(path_exists(dir.file("missing")));
+  EXPECT_FALSE(path_exists(dir.file("missing/.lock")));
+  EXPECT_FALSE(path_exists(dir.path() + "/..lock"));
+}
 
 // Issue 43, item 10: a socket path in a directory that does not exist named the lock file ("cannot
 // open the lock file ...: No such file or directory"); it names the missing directory.
