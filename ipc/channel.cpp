@@ -340,6 +340,9 @@ Listener& Listener::operator=(Listener&& other) noexcept {
     mode_ = other.mode_;
     dev_ = other.dev_;
     ino_ = other.ino_;
+    state_ = other.state_;
+    last_problem_ = std::move(other.last_problem_);
+    next_check_ns_ = other.next_check_ns_;
     other.path_.clear();
   }
   return *this;
@@ -548,6 +551,65 @@ Result<Listener> Listener::bind(const std::string& path, unsigned mode) {
   l.dev_ = socket->dev;
   l.ino_ = socket->ino;
   return l;
+}
+
+std::string Listener::check_published() {
+  if (path_.empty()) return "";
+  struct stat st {};
+  const bool present = ::lstat(path_.c_str(), &st) == 0;
+  const int lstat_errno = present ? 0 : errno;
+  if (present && st.st_dev == dev_ && st.st_ino == ino_) {
+    state_ = PathState::kOurs;
+    return "";
+  }
+  const std::string where = "the socket file '" + path_ + "' of this producer";
+  auto report = [&](PathState state, const std::string& text) -> std::string {
+    const bool again = state_ == state && last_problem_ == text;
+    state_ = state;
+    last_problem_ = text;
+    return again ? std::string() : text;
+  };
+  if (present || lstat_errno != ENOENT) {
+    // Not ours any more, and not gone: never remove what someone else put there.
+    const std::string what =
+        present ? "was replaced by " + kind_of_file(st.st_mode) + " that is not this producer's"
+                : std::string("cannot be checked (lstat: ") + std::strerror(lstat_errno) + ")";
+    return report(PathState::kTakenByOther,
+                  where + " " + what +
+                      "; new consumers cannot reach this producer there. It is left alone: "
+                      "remove it, and this producer publishes its socket there again");
+  }
+  // Gone. We may serve the path again as long as we hold its lock; a cleaner that removed the
+  // lock file too let another producer take the path meanwhile, or lets us lock it again.
+  if (!lock_.is_at(path_)) {
+    auto lock = SocketPathLock::take(path_, mode_);
+    if (!lock)
+      return report(PathState::kLockLost,
+                    where +
+                        " and its lock file were removed; this producer cannot take the path "
+                        "again (" +
+                        lock.error().message + "), so new consumers cannot reach it");
+    lock_ = std::move(*lock);
+  }
+  auto socket = publish_new_socket(path_, mode_);
+  if (!socket)
+    return report(PathState::kRepublishFailed,
+                  where + " was removed; publishing it again failed (" + socket.error().message +
+                      "), so new consumers cannot reach this producer");
+  fd_ = std::move(socket->fd);  // consumers attached before keep their own connections
+  dev_ = socket->dev;
+  ino_ = socket->ino;
+  state_ = PathState::kOurs;
+  last_problem_.clear();
+  return where +
+         " was removed while it served (a /tmp cleaner?); published it again, so new "
+         "consumers can attach";
+}
+
+std::string Listener::check_published_due(uint64_t now_ns, uint64_t interval_ns) {
+  if (now_ns < next_check_ns_) return "";
+  next_check_ns_ = now_ns + interval_ns;
+  return check_published();
 }
 
 IoResult Listener::accept(Channel& out, std::string* error, int* errno_out) {

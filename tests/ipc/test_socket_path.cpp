@@ -368,6 +368,127 @@ TEST(SocketPath, LockFileOfAnotherUserSaysWhatIsKnownOnly) {
   EXPECT_TRUE(contains(busy.text, "another producer is serving")) << busy.text;
 }
 
+// ---- Item 9: the socket file removed under a running producer --------------------------------
+
+// Issue 43, item 9: a /tmp cleaner removed the socket file; the producer ran on unreachable. It
+// holds the path's lock, so it publishes its socket there again and says so, once.
+TEST(SocketPath, RemovedSocketFileIsPublishedAgain) {
+  TempDir dir;
+  const std::string path = dir.file("p.sock");
+  auto l = Listener::bind(path, 0660);
+  ASSERT_TRUE(l.is_ok()) << l.error().message;
+  EXPECT_EQ(l->check_published(), "") << "nothing happened yet";
+  auto early = Channel::connect(path);  // a consumer from before keeps its connection
+  ASSERT_TRUE(early.is_ok());
+  Channel early_server;
+  ASSERT_TRUE(eventually([&] { return l->accept(early_server) == IoResult::kOk; }));
+
+  ASSERT_EQ(::unlink(path.c_str()), 0);
+  ASSERT_FALSE(Channel::connect(path).is_ok());
+  const std::string said = l->check_published();
+  EXPECT_TRUE(contains(said, path) && contains(said, "was removed") &&
+              contains(said, "published it again"))
+      << said;
+  EXPECT_EQ(mode_of(path), 0660u);
+  EXPECT_TRUE(reaches(path, *l)) << "the socket published again does not reach the listener";
+  EXPECT_EQ(l->check_published(), "") << "said once";
+
+  ASSERT_EQ(early->send(std::vector<uint8_t>{7}), IoResult::kOk);
+  Packet p;
+  EXPECT_EQ(cipc_test::receive_within(early_server, p), IoResult::kOk);
+
+  // A new producer is told the path is served, and the socket is removed on close as before.
+  auto other = Listener::bind(path, 0600);
+  ASSERT_FALSE(other.is_ok());
+  EXPECT_EQ(other.error().code, ErrorCode::kAddressInUse) << other.error().message;
+  l->close();
+  EXPECT_FALSE(path_exists(path));
+}
+
+// Something else at the path is named and left alone; once it goes, the socket comes back.
+TEST(SocketPath, ForeignFileAtTheSocketPathIsNamedAndLeftAlone) {
+  TempDir dir;
+  const std::string path = dir.file("p.sock");
+  auto l = Listener::bind(path, 0600);
+  ASSERT_TRUE(l.is_ok()) << l.error().message;
+  ASSERT_EQ(::unlink(path.c_str()), 0);
+  {
+    UniqueFd f(::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644));
+    ASSERT_TRUE(f.valid());
+    ASSERT_EQ(::write(f.get(), "theirs", 6), 6);
+  }
+  const std::string said = l->check_published();
+  EXPECT_TRUE(contains(said, "replaced by a regular file") && contains(said, "left alone")) << said;
+  EXPECT_EQ(l->check_published(), "") << "said once";
+  struct stat st {};
+  ASSERT_EQ(::lstat(path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(st.st_size, 6);
+  ASSERT_EQ(::unlink(path.c_str()), 0);
+  EXPECT_TRUE(contains(l->check_published(), "published it again"));
+  EXPECT_TRUE(reaches(path, *l));
+}
+
+// A cleaner that removed the lock file too: the producer locks the path again and serves it; when
+// another producer took the path first, it says so and leaves that one's socket alone.
+TEST(SocketPath, RemovedSocketAndLockFileAreTakenAgainOrTheTakerIsNamed) {
+  TempDir dir;
+  const std::string path = dir.file("p.sock");
+  auto l = Listener::bind(path, 0600);
+  ASSERT_TRUE(l.is_ok()) << l.error().message;
+  ASSERT_EQ(::unlink(path.c_str()), 0);
+  ASSERT_EQ(::unlink(SocketPathLock::lock_path(path).c_str()), 0);
+  EXPECT_TRUE(contains(l->check_published(), "published it again"));
+  EXPECT_TRUE(reaches(path, *l));
+  auto refused = Listener::bind(path, 0600);
+  ASSERT_FALSE(refused.is_ok()) << "the lock was not taken again";
+  EXPECT_EQ(refused.error().code, ErrorCode::kAddressInUse);
+
+  ASSERT_EQ(::unlink(path.c_str()), 0);
+  ASSERT_EQ(::unlink(SocketPathLock::lock_path(path).c_str()), 0);
+  auto successor = Listener::bind(path, 0600);
+  ASSERT_TRUE(successor.is_ok()) << successor.error().message;
+  const std::string said = l->check_published();
+  EXPECT_TRUE(contains(said, "replaced by a socket that is not this producer's")) << said;
+  l->close();
+  EXPECT_TRUE(reaches(path, *successor)) << "the successor's socket was touched";
+}
+
+class WarningLog : public ProducerObserver {
+ public:
+  void on_warning(const std::string& text) override {
+    std::lock_guard<std::mutex> guard(lock_);
+    warnings_.push_back(text);
+  }
+  std::vector<std::string> warnings() const {
+    std::lock_guard<std::mutex> guard(lock_);
+    return warnings_;
+  }
+
+ private:
+  mutable std::mutex lock_;
+  std::vector<std::string> warnings_;
+};
+
+// The producer checks its path on its own (about once a second), publishes again and warns.
+TEST(SocketPath, ProducerRepublishesItsRemovedSocketAndWarns) {
+  TempDir dir;
+  WarningLog log;
+  ProducerConfig config;
+  config.socket_path = dir.file("p.sock");
+  auto producer = Producer::start(config, &log);
+  ASSERT_TRUE(producer.is_ok()) << producer.error().message;
+  ASSERT_EQ(::unlink(config.socket_path.c_str()), 0);
+  EXPECT_TRUE(eventually([&] { return path_exists(config.socket_path); }, 10000))
+      << "the producer did not publish its socket again";
+  Channel client = cipc_test::raw_client(config.socket_path, /*say_hello=*/true);
+  EXPECT_TRUE(client.valid());
+  ASSERT_TRUE(eventually([&] { return !log.warnings().empty(); }));
+  const auto warnings = log.warnings();
+  EXPECT_EQ(warnings.size(), 1u);
+  EXPECT_TRUE(contains(warnings[0], "was removed")) << warnings[0];
+}
+
 // ---- Item 10: paths that cannot be served ---------------------------------------------------
 
 // Issue 43, item 10: socket-path=/dir/ left "/dir/.lock" behind. A path that names a directory is
