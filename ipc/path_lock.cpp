@@ -44,6 +44,10 @@ Error open_error(const std::string& socket_path, const std::string& path, int e,
   if (e == ELOOP || (exists && S_ISLNK(st.st_mode)))
     return Error{ErrorCode::kNotASocket,
                  "the lock file '" + path + "' beside the socket is a symbolic link; remove it"};
+  if (exists && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))  // a socket: ENXIO, a device: ...
+    return Error{ErrorCode::kNotASocket, "the lock file '" + path +
+                                             "' beside the socket is not a regular file but " +
+                                             kind_of(st.st_mode) + "; remove it"};
   if (creating && e == ENOENT)
     return Error{ErrorCode::kSystem, "cannot create the lock file '" + path +
                                          "' beside the socket: the directory '" +

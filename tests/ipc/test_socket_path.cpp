@@ -243,6 +243,15 @@ TEST(SocketPath, FifoAtTheLockFileNameIsRefusedNotWaitedOn) {
   ASSERT_EQ(::lstat(lock.c_str(), &st), 0);
   EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the FIFO must be left alone";
   EXPECT_FALSE(path_exists(path));
+
+  // A socket there cannot even be opened (ENXIO): it is named as what it is too.
+  const std::string other = dir.file("q.sock");
+  auto squatter = Listener::bind(SocketPathLock::lock_path(other), 0600);
+  ASSERT_TRUE(squatter.is_ok()) << squatter.error().message;
+  auto l = Listener::bind(other, 0600);
+  ASSERT_FALSE(l.is_ok());
+  EXPECT_EQ(l.error().code, ErrorCode::kNotASocket);
+  EXPECT_TRUE(contains(l.error().message, "not a regular file but a socket")) << l.error().message;
 }
 
 // ---- Item 7: the lock file's mode ------------------------------------------------------------
