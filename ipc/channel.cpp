@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -14,10 +15,13 @@
 
 #include <linux/sockios.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 
 namespace cipc {
 
@@ -333,8 +337,12 @@ Listener& Listener::operator=(Listener&& other) noexcept {
     fd_ = std::move(other.fd_);
     lock_ = std::move(other.lock_);
     path_ = std::move(other.path_);
+    mode_ = other.mode_;
     dev_ = other.dev_;
     ino_ = other.ino_;
+    state_ = other.state_;
+    last_problem_ = std::move(other.last_problem_);
+    next_check_ns_ = other.next_check_ns_;
     other.path_.clear();
   }
   return *this;
@@ -358,35 +366,140 @@ void Listener::close() {
 
 namespace {
 
+std::string hex_random(size_t bytes) {
+  unsigned char buf[16] = {};
+  bytes = std::min(bytes, sizeof(buf));
+  size_t got = 0;
+  while (got < bytes) {
+    const ssize_t n = ::getrandom(buf + got, bytes - got, GRND_NONBLOCK);
+    if (n > 0) {
+      got += static_cast<size_t>(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      // No entropy yet (early boot) or no getrandom(): still unique enough to retry on a clash.
+      static std::atomic<uint64_t> counter{0};
+      std::random_device rd;
+      uint64_t mix =
+          (uint64_t{rd()} << 32) ^ rd() ^ counter.fetch_add(1) ^
+          static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+      for (size_t i = got; i < bytes;
+           ++i, mix = mix * 6364136223846793005ull + 1442695040888963407ull)
+        buf[i] = static_cast<unsigned char>(mix >> 56);
+      got = bytes;
+    }
+  }
+  static const char digits[] = "0123456789abcdef";
+  std::string text;
+  for (size_t i = 0; i < bytes; ++i) {
+    text += digits[buf[i] >> 4];
+    text += digits[buf[i] & 15];
+  }
+  return text;
+}
+
 // A name beside `path` for binding the socket before it is published, so that it appears at
-// `path` only once it listens (a consumer never finds a socket that refuses it). "" when no such
-// name fits in sun_path: then the socket is bound at `path` itself.
+// `path` only once it listens (a consumer never finds a socket that refuses it). Random, not
+// derived from our pid: producers in other PID namespaces (containers) sharing the directory have
+// the same pids. "" when no such name fits in sun_path: then the socket is bound at `path` itself.
 std::string private_bind_name(const std::string& path) {
-  static std::atomic<unsigned> counter{0};
   const size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
-  const std::string name = dir + "/.cudaipc-" + std::to_string(::getpid()) + "-" +
-                           std::to_string(counter.fetch_add(1)) + ".tmp";
+  const std::string name = dir + "/.cudaipc-" + hex_random(8) + ".tmp";
   return name.size() < sizeof(sockaddr_un::sun_path) ? name : std::string();
 }
 
-// Moves the bound, listening socket from `from` to `to` unless something appeared at `to`.
-Status publish_socket(const std::string& from, const std::string& to) {
+bool same_file(const std::string& path, dev_t dev, ino_t ino) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0 && st.st_dev == dev && st.st_ino == ino;
+}
+
+std::string kind_of_file(mode_t mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  return "a special file";
+}
+
+// Moves the bound, listening socket (`dev`, `ino`) from `from` to `to` unless something appeared
+// at `to`. On failure the name `from` is removed, if it still is our socket.
+Status publish_socket(const std::string& from, const std::string& to, dev_t dev, ino_t ino) {
   if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0)
     return Status::ok();
   int e = errno;
   if (e == EINVAL || e == ENOSYS) {
     // A filesystem without RENAME_NOREPLACE: link() refuses an existing name just the same.
     if (::link(from.c_str(), to.c_str()) == 0) {
-      ::unlink(from.c_str());
+      if (same_file(from, dev, ino)) ::unlink(from.c_str());
       return Status::ok();
     }
     e = errno;
   }
-  ::unlink(from.c_str());
+  if (same_file(from, dev, ino)) ::unlink(from.c_str());
   if (e == EEXIST)
     return Error{ErrorCode::kAddressInUse, "'" + to + "' was taken by another producer"};
   return system_error("publishing the socket at '" + to + "'", e);
+}
+
+struct PublishedSocket {
+  UniqueFd fd;
+  dev_t dev = 0;
+  ino_t ino = 0;
+};
+
+// A new listening socket of mode `mode`, published at `path` (which must be free), and checked to
+// be there: a producer that comes up is reachable at its path.
+Result<PublishedSocket> publish_new_socket(const std::string& path, unsigned mode) {
+  PublishedSocket s;
+  s.fd = make_socket();
+  if (!s.fd) return system_error("socket()", errno);
+  std::string bound;
+  for (int attempt = 0;; ++attempt) {
+    const std::string bind_name = private_bind_name(path);
+    bound = bind_name.empty() ? path : bind_name;
+    auto addr = make_address(bound);
+    if (!addr) return addr.error();
+    if (::bind(s.fd.get(), reinterpret_cast<const sockaddr*>(&addr.value()), sizeof(sockaddr_un)) ==
+        0)
+      break;
+    const int e = errno;
+    // A private name that exists is someone else's: never remove it, draw another.
+    if (e == EADDRINUSE && !bind_name.empty() && attempt < 16) continue;
+    if (e == EADDRINUSE)
+      return Error{ErrorCode::kAddressInUse, "'" + path + "' was taken by another producer"};
+    if (e == EACCES || e == EROFS || e == ENOENT)
+      return Error{ErrorCode::kPermissionDenied,
+                   "cannot create socket '" + path + "': " + std::strerror(e)};
+    return system_error("bind('" + bound + "')", e);
+  }
+  struct stat st {};
+  if (::lstat(bound.c_str(), &st) != 0) return system_error("lstat('" + bound + "')", errno);
+  s.dev = st.st_dev;
+  s.ino = st.st_ino;
+  // Until it is published, a failure removes the socket file we bound (only ours).
+  auto fail = [&](Error error) {
+    if (same_file(bound, s.dev, s.ino)) ::unlink(bound.c_str());
+    return error;
+  };
+  if (!S_ISSOCK(st.st_mode))
+    return Error{ErrorCode::kSystem, "'" + bound + "' is not the socket just bound there"};
+  if (::chmod(bound.c_str(), mode) != 0) return fail(system_error("chmod('" + path + "')", errno));
+  if (::listen(s.fd.get(), 16) != 0) return fail(system_error("listen()", errno));
+  if (bound != path) {
+    const Status published = publish_socket(bound, path, s.dev, s.ino);
+    if (!published) return published.error();
+  }
+  // What consumers reach at `path` must be this socket, not one another process put there.
+  if (::lstat(path.c_str(), &st) != 0)
+    return system_error("checking the socket just published at '" + path + "'", errno);
+  if (st.st_dev != s.dev || st.st_ino != s.ino)
+    return Error{ErrorCode::kAddressInUse,
+                 "after publishing the socket at '" + path + "', " + kind_of_file(st.st_mode) +
+                     " of another process is there instead of it (someone replaced it at once); "
+                     "refusing to come up where consumers cannot reach this producer"};
+  return s;
 }
 
 }  // namespace
@@ -394,15 +507,22 @@ Status publish_socket(const std::string& from, const std::string& to) {
 Result<Listener> Listener::bind(const std::string& path, unsigned mode) {
   auto addr = make_address(path);
   if (!addr) return addr.error();
+  // A path that names a directory would leave "<dir>/.lock" behind and never serve: refuse it
+  // before anything is created.
+  struct stat st {};
+  if (path.back() == '/' || (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)))
+    return Error{ErrorCode::kNotASocket,
+                 "socket path '" + path +
+                     "' names a directory; socket-path must name the socket file, e.g. '" +
+                     (path.back() == '/' ? path : path + "/") + "cudaipc.sock'"};
   const Status dir = check_private_socket_dir(path, /*create=*/true);
   if (!dir) return dir.error();
 
   // Every producer takes the path's lock first, so probing, replacing a stale file and binding
   // are one step, never interleaved with another producer's.
-  auto lock = SocketPathLock::take(path);
+  auto lock = SocketPathLock::take(path, mode);
   if (!lock) return lock.error();
 
-  struct stat st {};
   if (::lstat(path.c_str(), &st) == 0) {
     if (!S_ISSOCK(st.st_mode))
       return Error{ErrorCode::kNotASocket,
@@ -421,41 +541,75 @@ Result<Listener> Listener::bind(const std::string& path, unsigned mode) {
     return system_error("lstat('" + path + "')", errno);
   }
 
+  auto socket = publish_new_socket(path, mode);
+  if (!socket) return socket.error();
   Listener l;
   l.lock_ = std::move(*lock);
-  l.fd_ = make_socket();
-  if (!l.fd_) return system_error("socket()", errno);
-  const std::string bind_name = private_bind_name(path);
-  const std::string& bound = bind_name.empty() ? path : bind_name;
-  const auto bound_addr = bind_name.empty() ? addr : make_address(bind_name);
-  if (!bound_addr) return bound_addr.error();
-  if (!bind_name.empty()) ::unlink(bind_name.c_str());  // left by a crashed process of this pid
-  if (::bind(l.fd_.get(), reinterpret_cast<const sockaddr*>(&bound_addr.value()),
-             sizeof(sockaddr_un)) != 0) {
-    const int e = errno;
-    if (e == EADDRINUSE)
-      return Error{ErrorCode::kAddressInUse, "'" + path + "' was taken by another producer"};
-    if (e == EACCES || e == EROFS || e == ENOENT)
-      return Error{ErrorCode::kPermissionDenied,
-                   "cannot create socket '" + path + "': " + std::strerror(e)};
-    return system_error("bind('" + bound + "')", e);
-  }
-  // Until it is published, a failure removes the socket file we bound.
-  auto fail = [&](Error error) {
-    ::unlink(bound.c_str());
-    return error;
-  };
-  if (::lstat(bound.c_str(), &st) != 0) return fail(system_error("lstat('" + bound + "')", errno));
-  if (::chmod(bound.c_str(), mode) != 0) return fail(system_error("chmod('" + path + "')", errno));
-  if (::listen(l.fd_.get(), 16) != 0) return fail(system_error("listen()", errno));
-  if (!bind_name.empty()) {
-    const Status published = publish_socket(bind_name, path);
-    if (!published) return published.error();
-  }
+  l.fd_ = std::move(socket->fd);
   l.path_ = path;
-  l.dev_ = st.st_dev;
-  l.ino_ = st.st_ino;
+  l.mode_ = mode;
+  l.dev_ = socket->dev;
+  l.ino_ = socket->ino;
   return l;
+}
+
+std::string Listener::check_published() {
+  if (path_.empty()) return "";
+  struct stat st {};
+  const bool present = ::lstat(path_.c_str(), &st) == 0;
+  const int lstat_errno = present ? 0 : errno;
+  if (present && st.st_dev == dev_ && st.st_ino == ino_) {
+    state_ = PathState::kOurs;
+    return "";
+  }
+  const std::string where = "the socket file '" + path_ + "' of this producer";
+  auto report = [&](PathState state, const std::string& text) -> std::string {
+    const bool again = state_ == state && last_problem_ == text;
+    state_ = state;
+    last_problem_ = text;
+    return again ? std::string() : text;
+  };
+  if (present || lstat_errno != ENOENT) {
+    // Not ours any more, and not gone: never remove what someone else put there.
+    const std::string what =
+        present ? "was replaced by " + kind_of_file(st.st_mode) + " that is not this producer's"
+                : std::string("cannot be checked (lstat: ") + std::strerror(lstat_errno) + ")";
+    return report(PathState::kTakenByOther,
+                  where + " " + what +
+                      "; new consumers cannot reach this producer there. It is left alone: "
+                      "remove it, and this producer publishes its socket there again");
+  }
+  // Gone. We may serve the path again as long as we hold its lock; a cleaner that removed the
+  // lock file too let another producer take the path meanwhile, or lets us lock it again.
+  if (!lock_.is_at(path_)) {
+    auto lock = SocketPathLock::take(path_, mode_);
+    if (!lock)
+      return report(PathState::kLockLost,
+                    where +
+                        " and its lock file were removed; this producer cannot take the path "
+                        "again (" +
+                        lock.error().message + "), so new consumers cannot reach it");
+    lock_ = std::move(*lock);
+  }
+  auto socket = publish_new_socket(path_, mode_);
+  if (!socket)
+    return report(PathState::kRepublishFailed,
+                  where + " was removed; publishing it again failed (" + socket.error().message +
+                      "), so new consumers cannot reach this producer");
+  fd_ = std::move(socket->fd);  // consumers attached before keep their own connections
+  dev_ = socket->dev;
+  ino_ = socket->ino;
+  state_ = PathState::kOurs;
+  last_problem_.clear();
+  return where +
+         " was removed while it served (a /tmp cleaner?); published it again, so new "
+         "consumers can attach";
+}
+
+std::string Listener::check_published_due(uint64_t now_ns, uint64_t interval_ns) {
+  if (now_ns < next_check_ns_) return "";
+  next_check_ns_ = now_ns + interval_ns;
+  return check_published();
 }
 
 IoResult Listener::accept(Channel& out, std::string* error, int* errno_out) {

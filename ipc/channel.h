@@ -99,8 +99,11 @@ class Listener {
   ~Listener();
 
   // Serves `path` (file mode `mode`): takes the path's lock (path_lock.h), replaces a stale socket
-  // file nobody accepts on, and publishes the socket at `path` only once it listens. Refuses a
-  // live producer's path (kAddressInUse) and any other kind of file there (kNotASocket).
+  // file nobody accepts on, and publishes the socket at `path` only once it listens, checking
+  // that what is then at `path` is our socket. Refuses a live producer's path (kAddressInUse), any
+  // other kind of file there (kNotASocket), and a path that names a directory (ends in '/').
+  // The socket is bound first under a random private name in the same directory, which is never
+  // another process's: producers in other PID namespaces share directories too.
   static Result<Listener> bind(const std::string& path, unsigned mode);
 
   int fd() const { return fd_.get(); }
@@ -108,14 +111,31 @@ class Listener {
   // Accepts one pending connection without blocking; kWouldBlock when none is waiting.
   // `errno_out` (optional) receives errno for kError (EMFILE: our descriptor table is full).
   IoResult accept(Channel& out, std::string* error = nullptr, int* errno_out = nullptr);
+
+  // Checks that our socket file is still at path() (one lstat). When it was removed (a /tmp
+  // cleaner, a deploy script) it publishes a new listening socket there: we hold the path's lock,
+  // so the path is still ours to serve (when the lock file went too, it takes the lock again
+  // first). Anything else found at the path is left alone. Returns a sentence for the user when
+  // the state changed ("" while nothing did, so a caller checking every second says each thing
+  // once). fd() may change: poll the new one from then on.
+  std::string check_published();
+  // check_published() once `now_ns` (any monotonic clock) is `interval_ns` past the last time
+  // this ran it; "" before that. next_check_ns() is when it is due, for a poll timeout.
+  std::string check_published_due(uint64_t now_ns, uint64_t interval_ns);
+  uint64_t next_check_ns() const { return next_check_ns_; }
   void close();
 
  private:
+  enum class PathState { kOurs, kRepublishFailed, kTakenByOther, kLockLost };
   UniqueFd fd_;
   SocketPathLock lock_;  // held while we serve path_
   std::string path_;
+  unsigned mode_ = 0600;
   dev_t dev_ = 0;
   ino_t ino_ = 0;
+  PathState state_ = PathState::kOurs;
+  std::string last_problem_;  // the last thing check_published() said was wrong
+  uint64_t next_check_ns_ = 0;
 };
 
 }  // namespace cipc

@@ -20,6 +20,8 @@ constexpr int kMaxMessagesPerPublish = 32;
 constexpr uint64_t kAcceptBackoffNs = 200 * 1000000ull;  // after accept() failed for want of fds
 // A poll() that returns this much later than its timeout means the producer did not run.
 constexpr uint64_t kStoppedAfterNs = 200 * 1000000ull;
+// How often the I/O thread checks that the socket file at the path is still ours (one lstat).
+constexpr uint64_t kPathCheckNs = 1000 * 1000000ull;
 
 UniqueFd open_reserve_fd() {
   return UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
@@ -147,6 +149,9 @@ void Producer::run() {
           drop(s, who(s.pid) + " stopped accepting messages", false, false, deferred);
       }
       check_deadlines(monotonic_ns(), deferred);
+      // Our socket file removed (a /tmp cleaner) or replaced: published again, or said why not.
+      std::string path_news = listener_.check_published_due(monotonic_ns(), kPathCheckNs);
+      if (!path_news.empty()) deferred.warnings.push_back(std::move(path_news));
       // Erase only here, after every loop over sessions_ is done.
       for (auto it = sessions_.begin(); it != sessions_.end();)
         it = it->second->dead ? sessions_.erase(it) : std::next(it);
@@ -566,6 +571,7 @@ int Producer::next_timeout_ms(uint64_t now) const {
       deadline = std::min(deadline, release_deadline(s));  // restarted by check_deadlines()
   }
   if (accept_paused_until_ > now) deadline = std::min(deadline, accept_paused_until_);
+  deadline = std::min(deadline, listener_.next_check_ns());
   if (deadline == UINT64_MAX) return -1;
   if (deadline <= now) return 0;
   return static_cast<int>(std::min<uint64_t>((deadline - now) / 1000000 + 1, 60000));
