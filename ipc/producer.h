@@ -43,7 +43,9 @@ struct ProducerConfig {
   // 15 s for 64 started together), not keeping frames: the release clocks of its frames start again
   // from each such look, so it has the whole release_timeout_ms once it reads them. One that read
   // its frames, or released any before, has release_timeout_ms alone; one that never reads goes
-  // once the grace is over.
+  // once the grace is over. The grace never holds up the others longer than release_timeout_ms:
+  // while a writer waits on such a consumer (backpressure, or a pool with every slot out) and a
+  // consumer past its start-up goes without frames meanwhile, release_timeout_ms alone applies.
   uint32_t startup_grace_ms = 30000;
   uint32_t hello_timeout_ms = 5000;  // a connection that says nothing is dropped after this
   // For this long after a publish() the I/O thread leaves consumers' messages (RELEASE, FENCE)
@@ -246,6 +248,12 @@ class Producer {
   // A consumer that has released nothing yet, attached less than startup_grace_ms plus
   // release_timeout_ms ago, with packets sent to it still unread: not stuck, still starting up.
   bool still_starting(const Session& session, uint64_t now) const;
+  // Whether a waiting writer waits for this consumer: it holds all the frames it may hold
+  // (wait_for_room), or any slot of a pool with none left (read_releases_now).
+  bool writer_waits_on(const Session& session) const;
+  // Whether a consumer past its start-up, which could take a frame now, gets none because the
+  // writer waits: then no start-up grace holds for the consumers the writer waits on.
+  bool writer_starves_others(uint64_t now) const;
   // The earliest release deadline among the session's claims; UINT64_MAX: none runs.
   uint64_t release_deadline(const Session& session) const;
   int next_timeout_ms(uint64_t now) const;
@@ -278,6 +286,10 @@ class Producer {
   uint64_t lazy_until_ns_ = 0;
   bool io_sleeps_lazily_ = false;  // the I/O thread's current poll() leaves RELEASEs queued
   Caps caps_;
+  // A writer waits: in wait_for_room() (how many), or for a pool slot (read_releases_now(),
+  // until the next publish).
+  unsigned room_waiters_ = 0;
+  bool slot_wait_ = false;
   uint64_t next_session_id_ = 1;
   uint64_t next_sequence_ = 1;
   std::map<uint64_t, std::unique_ptr<Session>> sessions_;
