@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -124,7 +125,9 @@ class Consumer {
   Consumer(const Consumer&) = delete;
   Consumer& operator=(const Consumer&) = delete;
 
-  // Waits for the next caps, frame or end. timeout_ms < 0: no timeout.
+  // Waits for the next caps, frame or end. timeout_ms < 0: no timeout. Frames that were still
+  // queued when the producer disconnected this consumer (it had stopped reading them) are not
+  // handed out: the disconnection is, at once.
   ConsumerEvent next(int timeout_ms);
 
   const Welcome& welcome() const { return welcome_; }
@@ -138,6 +141,11 @@ class Consumer {
   ConsumerEvent fail(ErrorCode code, const std::string& text);
   // Returns true when `out` holds an event for the caller.
   bool handle(Packet& packet, ConsumerEvent& out);
+  // `frame` came from a backlog and the producer has hung up: reads what it said last. After an
+  // eviction (or its ERROR) that is what next() returns, and the frames queued before it are
+  // dropped unread; otherwise (it stopped, or vanished) they are handed out first.
+  ConsumerEvent settle_backlog(ConsumerEvent frame);
+  ConsumerEvent closed_without_eos();
 
   std::shared_ptr<ConsumerLink> link_;
   std::shared_ptr<MemoryBackend> backend_;
@@ -152,7 +160,9 @@ class Consumer {
   std::atomic<uint64_t> slots_imported_{0};
   std::atomic<uint64_t> slots_retired_{0};
   std::atomic<uint64_t> empty_reads_{0};
-  bool backlog_ = true;  // the last message was queued before next() looked for it
+  bool backlog_ = true;                   // the last message was queued before next() looked for it
+  std::deque<ConsumerEvent> pending_;     // read by settle_backlog(), for the next next() calls
+  uint32_t bye_reason_ = Bye::kShutdown;  // of the producer's BYE, once it came
 };
 
 }  // namespace cipc

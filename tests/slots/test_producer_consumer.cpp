@@ -1144,6 +1144,49 @@ TEST_P(EachBackend, ConsumersAllStillStartingKeepTheirGraceWhileTheWriterWaits) 
   EXPECT_EQ(stats().consumers_timed_out, 0u) << observer_.dump();
 }
 
+// The evicted consumer itself: its frames still queued when it was disconnected are stale (the
+// producer gave up on them). Its next next() says it was disconnected and why, instead of
+// handing out a frame as if the stream went on (issue 43, defect 3: a Reader's first next()).
+TEST_P(EachBackend, ConsumerEvictedBeforeItReadGetsTheEvictionNotAStaleFrame) {
+  auto honest = attach_with_release_timeout(300, 8, 2);
+  ASSERT_TRUE(honest);
+  auto late = connect(4);
+  ASSERT_TRUE(late);
+  expect_caps(*late);  // then busy with its own set-up: reads nothing
+  {
+    BlockingWriter writer(*producer_, slots_, generation_);
+    longest_gap(*honest, 100, 3000);
+    ASSERT_TRUE(eventually([&] { return stats().consumers_timed_out == 1; })) << observer_.dump();
+  }
+  ConsumerEvent e = next(*late);
+  ASSERT_EQ(e.kind, Kind::kClosed) << "a frame queued before the eviction was handed out as if "
+                                      "nothing happened: "
+                                   << describe_event(e);
+  EXPECT_EQ(e.parting, ConsumerEvent::Parting::kEvicted);
+  EXPECT_NE(e.error.message.find("had not read the frames"), std::string::npos) << e.error.message;
+  EXPECT_NE(e.error.message.find("release-timeout"), std::string::npos) << e.error.message;
+  EXPECT_EQ(next(*late).kind, Kind::kClosed);
+  EXPECT_EQ(late->stats().claims_outstanding, 0u);
+}
+
+// A producer that stops (BYE shutdown) while frames are still queued: those are the stream's
+// last frames, handed out before the end as always.
+TEST_P(EachBackend, FramesQueuedBeforeTheProducerStopsAreStillHandedOut) {
+  start();
+  make_slots(3);
+  auto c = connect(4);
+  ASSERT_TRUE(c);
+  expect_caps(*c);
+  ASSERT_EQ(publish(0, 1), 1u);
+  ASSERT_EQ(publish(1, 2), 1u);
+  producer_.reset();  // BYE (shutdown), then the hang-up
+  expect_frame(*c, 0, 1);
+  expect_frame(*c, 1, 2);
+  ConsumerEvent e = next(*c);
+  EXPECT_EQ(e.kind, Kind::kClosed) << describe_event(e);
+  EXPECT_EQ(e.parting, ConsumerEvent::Parting::kStopped);
+}
+
 TEST_P(EachBackend, WriterWaitingForASlotStartsTheClockOfHeldFrames) {
   auto c = attach_with_release_timeout(300, 2);
   ASSERT_TRUE(c);
