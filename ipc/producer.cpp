@@ -12,7 +12,10 @@
 namespace cipc {
 namespace {
 
-constexpr size_t kMaxSessions = 64;
+constexpr size_t kMaxSessions = 64;  // attached consumers
+// Connections that have not said HELLO yet, counted apart from the consumers: an honest consumer
+// says it at once, so a few suffice, and a flood of silent ones holds no more descriptors.
+constexpr size_t kMaxWaitingConnections = 32;
 constexpr int kMaxMessagesPerWakeup = 256;  // fairness between consumers under a flood
 // What publish() reads per consumer: a consumer sends one RELEASE (and maybe a FENCE) per frame,
 // so this keeps up with any honest one while a flood cannot stall the streaming thread.
@@ -193,11 +196,57 @@ void Producer::accept_all(Deferred& deferred) {
       s.refusal = "consumer runs as uid " + std::to_string(creds->uid) +
                   " but this producer runs as uid " + std::to_string(::getuid()) +
                   " and does not allow other users";
-    } else if (sessions_.size() > kMaxSessions) {
-      s.refusal_code = ErrorCode::kUnsupported;
-      s.refusal = "too many consumers (at most " + std::to_string(kMaxSessions) + ")";
     }
+    limit_waiting(deferred);
   }
+}
+
+void Producer::limit_waiting(Deferred& deferred) {
+  size_t waiting = 0;
+  for (const auto& entry : sessions_)
+    if (!entry.second->ready && !entry.second->dead) ++waiting;
+  const uint64_t now = monotonic_ns();
+  // By id: the oldest first.
+  for (auto it = sessions_.begin(); waiting > kMaxWaitingConnections && it != sessions_.end();
+       ++it) {
+    Session& s = *it->second;
+    if (s.ready || s.dead) continue;
+    --waiting;
+    service(s, deferred, 1);  // its HELLO may be queued: then it attaches (or is refused)
+    if (s.ready || s.dead) continue;
+    reject_unheard(s,
+                   who(s.pid) + " connected but never said HELLO before " +
+                       std::to_string(kMaxWaitingConnections) +
+                       " newer connections that had not said it either came (at most that many "
+                       "may wait to say it)",
+                   now, deferred);
+  }
+}
+
+void Producer::reject_unheard(Session& session, const std::string& text, uint64_t now,
+                              Deferred& deferred) {
+  const size_t reports = deferred.detached.size();
+  reject(session, ErrorCode::kTimeout, text, deferred);
+  if (deferred.detached.size() == reports) return;
+  if (now < unheard_report_at_ns_) {
+    deferred.detached.pop_back();  // counted instead, and reported with the others
+    ++unheard_unreported_;
+    return;
+  }
+  unheard_report_at_ns_ = now + uint64_t{config_.unheard_report_ms} * 1000000;
+}
+
+void Producer::report_unheard(uint64_t now, Deferred& deferred) {
+  if (unheard_unreported_ == 0 || now < unheard_report_at_ns_) return;
+  deferred.warnings.push_back(
+      std::to_string(unheard_unreported_) + " more connection(s) to " + config_.socket_path +
+      " were closed in the last " + std::to_string(config_.unheard_report_ms) +
+      " ms without saying HELLO (each said nothing for hello-timeout, " +
+      std::to_string(config_.hello_timeout_ms) + " ms, or was the oldest of more than " +
+      std::to_string(kMaxWaitingConnections) +
+      " such connections): something connects to the socket and does not speak the protocol");
+  unheard_unreported_ = 0;
+  unheard_report_at_ns_ = now + uint64_t{config_.unheard_report_ms} * 1000000;
 }
 
 bool Producer::refuse_for_lack_of_descriptors() {
@@ -382,6 +431,14 @@ void Producer::handshake(Session& session, const Hello& hello, Deferred& deferre
            deferred);
     return;
   }
+  size_t attached = 0;
+  for (const auto& entry : sessions_)
+    if (entry.second.get() != &session && entry.second->ready && !entry.second->dead) ++attached;
+  if (attached >= kMaxSessions) {
+    reject(session, ErrorCode::kUnsupported,
+           "too many consumers (at most " + std::to_string(kMaxSessions) + ")", deferred);
+    return;
+  }
   if (slot_budget_ != 0) {
     uint32_t consumers = 0;
     for (const auto& entry : sessions_) {
@@ -540,7 +597,10 @@ void Producer::check_deadlines(uint64_t now, Deferred& deferred) {
     if (s.dead) continue;
     if (!s.ready) {
       if (now - s.connected_ns > hello_ns)
-        reject(s, ErrorCode::kTimeout, who(s.pid) + " connected but never said HELLO", deferred);
+        reject_unheard(s,
+                       who(s.pid) + " connected but never said HELLO (hello-timeout, " +
+                           std::to_string(config_.hello_timeout_ms) + " ms)",
+                       now, deferred);
       continue;
     }
     const uint64_t deadline = release_deadline(s);
@@ -585,6 +645,7 @@ void Producer::check_deadlines(uint64_t now, Deferred& deferred) {
              " slot(s) retired",
          true, true, deferred);
   }
+  report_unheard(now, deferred);
 }
 
 int Producer::next_timeout_ms(uint64_t now) const {
@@ -603,6 +664,7 @@ int Producer::next_timeout_ms(uint64_t now) const {
       deadline = std::min(deadline, release_deadline(s));  // restarted by check_deadlines()
   }
   if (accept_paused_until_ > now) deadline = std::min(deadline, accept_paused_until_);
+  if (unheard_unreported_ != 0) deadline = std::min(deadline, unheard_report_at_ns_);
   if (deadline == UINT64_MAX) return -1;
   if (deadline <= now) return 0;
   return static_cast<int>(std::min<uint64_t>((deadline - now) / 1000000 + 1, 60000));
