@@ -227,6 +227,15 @@ bool Channel::peer_has_unread() const {
   return fd_ && ::ioctl(fd_.get(), SIOCOUTQ, &queued) == 0 && queued > 0;
 }
 
+bool Channel::peer_hung_up() const {
+  if (!fd_) return false;
+  pollfd p{fd_.get(), POLLRDHUP, 0};
+  int r;
+  do r = ::poll(&p, 1, 0);
+  while (r < 0 && errno == EINTR);
+  return r > 0 && (p.revents & (POLLRDHUP | POLLHUP)) != 0;
+}
+
 IoResult Channel::receive(Packet& out, std::string* error) {
   out.bytes.resize(kMaxMessageSize + 1);  // one spare byte reveals oversized packets
   out.fds.clear();

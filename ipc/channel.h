@@ -61,6 +61,9 @@ class Channel {
   // Whether packets sent here are still queued, unread by the peer (SIOCOUTQ: an AF_UNIX sender
   // is charged for each packet until the receiver has read it). False when unknown.
   bool peer_has_unread() const;
+  // Whether the peer has closed its end (what it sent before may still be queued here). Never
+  // blocks; false when unknown.
+  bool peer_hung_up() const;
 
   // Sends one packet without blocking. `error` receives a reason for kError.
   IoResult send(const std::vector<uint8_t>& bytes, const int* fds = nullptr, size_t n_fds = 0,

@@ -199,6 +199,11 @@ ConsumerEvent Consumer::next(int timeout_ms) {
   }
   const uint64_t deadline =
       timeout_ms < 0 ? UINT64_MAX : monotonic_ns() + uint64_t(timeout_ms) * 1000000;
+  if (!pending_.empty()) {
+    ConsumerEvent e = std::move(pending_.front());
+    pending_.pop_front();
+    return e;
+  }
   Packet packet;
   // Paced frames arrive one at a time: a receive before waiting would find nothing (a wasted
   // system call per frame), so wait first unless the last message was already queued.
@@ -236,19 +241,17 @@ ConsumerEvent Consumer::next(int timeout_ms) {
     if (r == IoResult::kOk) {
       backlog_ = !waited;
       ConsumerEvent event;
-      if (handle(packet, event)) return event;
+      if (handle(packet, event)) {
+        // A frame that was waiting for us may be one the producer has given up on: a hang-up
+        // behind it says so (one poll, only when behind, never for a paced frame).
+        if (event.kind == ConsumerEvent::Kind::kFrame && backlog_ && link_->channel.peer_hung_up())
+          return settle_backlog(std::move(event));
+        return event;
+      }
       wait_first = false;  // a SLOT or CAPS is usually followed at once by its FRAME
       continue;
     }
-    if (r == IoResult::kClosed) {
-      std::lock_guard<std::mutex> lock(link_->mutex);
-      link_->open = false;
-      ConsumerEvent e;
-      e.kind = ConsumerEvent::Kind::kClosed;
-      e.error = Error{ErrorCode::kClosed,
-                      "it closed the connection without an end-of-stream: it stopped or crashed"};
-      return e;
-    }
+    if (r == IoResult::kClosed) return closed_without_eos();
     if (r == IoResult::kError) {
       if (link_->channel.last_error_is_local()) return fail(ErrorCode::kOutOfResources, error);
       return fail(ErrorCode::kProtocol, "bad message from the producer: " + error);
@@ -257,6 +260,65 @@ ConsumerEvent Consumer::next(int timeout_ms) {
     if (monotonic_ns() >= deadline) return ConsumerEvent{};
     wait_first = true;
   }
+}
+
+ConsumerEvent Consumer::closed_without_eos() {
+  std::lock_guard<std::mutex> lock(link_->mutex);
+  link_->open = false;
+  ConsumerEvent e;
+  e.kind = ConsumerEvent::Kind::kClosed;
+  e.error = Error{ErrorCode::kClosed,
+                  "it closed the connection without an end-of-stream: it stopped or crashed"};
+  return e;
+}
+
+ConsumerEvent Consumer::settle_backlog(ConsumerEvent frame) {
+  std::deque<ConsumerEvent> events;
+  events.push_back(std::move(frame));
+  size_t frames = 1;
+  Packet packet;
+  // Everything the producer sent is queued: this ends with its BYE or ERROR, or the hang-up.
+  for (bool end = false; !end;) {
+    std::string error;
+    const IoResult r = link_->channel.receive(packet, &error);
+    ConsumerEvent e;
+    if (r == IoResult::kOk) {
+      if (!handle(packet, e)) continue;
+    } else if (r == IoResult::kClosed) {
+      e = closed_without_eos();
+    } else if (r == IoResult::kError) {
+      e = link_->channel.last_error_is_local()
+              ? fail(ErrorCode::kOutOfResources, error)
+              : fail(ErrorCode::kProtocol, "bad message from the producer: " + error);
+    } else {
+      break;  // nothing more after all: hand out what came
+    }
+    end = e.kind == ConsumerEvent::Kind::kClosed || e.kind == ConsumerEvent::Kind::kError;
+    frames += e.kind == ConsumerEvent::Kind::kFrame;
+    events.push_back(std::move(e));
+  }
+  const ConsumerEvent::Parting parting = events.back().parting;
+  const bool cut_off =
+      parting == ConsumerEvent::Parting::kEvicted || parting == ConsumerEvent::Parting::kError;
+  if (!cut_off) {
+    pending_ = std::move(events);
+    ConsumerEvent first = std::move(pending_.front());
+    pending_.pop_front();
+    return first;
+  }
+  // The producer gave up on these frames; handing them out now would look like a stream that
+  // goes on. Their claims end with `events` (the connection is gone: nothing is sent).
+  ConsumerEvent out = std::move(events.back());
+  if (parting == ConsumerEvent::Parting::kEvicted && bye_reason_ == Bye::kTimeout)
+    out.error.message =
+        "the producer disconnected this consumer: it had not read the frames the producer sent "
+        "it within the producer's release-timeout (" +
+        std::to_string(frames) + " were still waiting to be read; they are dropped)";
+  else
+    out.error.message += " (" + std::to_string(frames) +
+                         " frame(s) that came before were still waiting to be read; they are "
+                         "dropped)";
+  return out;
 }
 
 bool Consumer::handle(Packet& packet, ConsumerEvent& out) {
@@ -358,6 +420,7 @@ bool Consumer::handle(Packet& packet, ConsumerEvent& out) {
       link_->channel.shutdown();
       out.kind = ConsumerEvent::Kind::kClosed;
       const uint32_t reason = std::get<Bye>(m.body).reason;
+      bye_reason_ = reason;
       out.parting = reason == Bye::kShutdown ? ConsumerEvent::Parting::kStopped
                                              : ConsumerEvent::Parting::kEvicted;
       out.error = Error{ErrorCode::kClosed,

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -136,9 +137,11 @@ class Consumer {
   Consumer(const Consumer&) = delete;
   Consumer& operator=(const Consumer&) = delete;
 
-  // Waits for the next caps, frame or end. timeout_ms < 0: no timeout. In a process other than
-  // the one that connected it reads nothing (the messages are the connecting process's) and
-  // returns kError (kInvalidArgument) saying so.
+  // Waits for the next caps, frame or end. timeout_ms < 0: no timeout. Frames that were still
+  // queued when the producer disconnected this consumer (it had stopped reading them) are not
+  // handed out: the disconnection is, at once. In a process other than the one that connected it
+  // reads nothing (the messages are the connecting process's) and returns kError
+  // (kInvalidArgument) saying so.
   ConsumerEvent next(int timeout_ms);
 
   const Welcome& welcome() const { return welcome_; }
@@ -152,6 +155,11 @@ class Consumer {
   ConsumerEvent fail(ErrorCode code, const std::string& text);
   // Returns true when `out` holds an event for the caller.
   bool handle(Packet& packet, ConsumerEvent& out);
+  // `frame` came from a backlog and the producer has hung up: reads what it said last. After an
+  // eviction (or its ERROR) that is what next() returns, and the frames queued before it are
+  // dropped unread; otherwise (it stopped, or vanished) they are handed out first.
+  ConsumerEvent settle_backlog(ConsumerEvent frame);
+  ConsumerEvent closed_without_eos();
 
   std::shared_ptr<ConsumerLink> link_;
   std::shared_ptr<MemoryBackend> backend_;
@@ -166,7 +174,9 @@ class Consumer {
   std::atomic<uint64_t> slots_imported_{0};
   std::atomic<uint64_t> slots_retired_{0};
   std::atomic<uint64_t> empty_reads_{0};
-  bool backlog_ = true;  // the last message was queued before next() looked for it
+  bool backlog_ = true;                   // the last message was queued before next() looked for it
+  std::deque<ConsumerEvent> pending_;     // read by settle_backlog(), for the next next() calls
+  uint32_t bye_reason_ = Bye::kShutdown;  // of the producer's BYE, once it came
 };
 
 }  // namespace cipc

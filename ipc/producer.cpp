@@ -12,7 +12,10 @@
 namespace cipc {
 namespace {
 
-constexpr size_t kMaxSessions = 64;
+constexpr size_t kMaxSessions = 64;  // attached consumers
+// Connections that have not said HELLO yet, counted apart from the consumers: an honest consumer
+// says it at once, so a few suffice, and a flood of silent ones holds no more descriptors.
+constexpr size_t kMaxWaitingConnections = 32;
 constexpr int kMaxMessagesPerWakeup = 256;  // fairness between consumers under a flood
 // What publish() reads per consumer: a consumer sends one RELEASE (and maybe a FENCE) per frame,
 // so this keeps up with any honest one while a flood cannot stall the streaming thread.
@@ -198,11 +201,57 @@ void Producer::accept_all(Deferred& deferred) {
       s.refusal = "consumer runs as uid " + std::to_string(creds->uid) +
                   " but this producer runs as uid " + std::to_string(::getuid()) +
                   " and does not allow other users";
-    } else if (sessions_.size() > kMaxSessions) {
-      s.refusal_code = ErrorCode::kUnsupported;
-      s.refusal = "too many consumers (at most " + std::to_string(kMaxSessions) + ")";
     }
+    limit_waiting(deferred);
   }
+}
+
+void Producer::limit_waiting(Deferred& deferred) {
+  size_t waiting = 0;
+  for (const auto& entry : sessions_)
+    if (!entry.second->ready && !entry.second->dead) ++waiting;
+  const uint64_t now = monotonic_ns();
+  // By id: the oldest first.
+  for (auto it = sessions_.begin(); waiting > kMaxWaitingConnections && it != sessions_.end();
+       ++it) {
+    Session& s = *it->second;
+    if (s.ready || s.dead) continue;
+    --waiting;
+    service(s, deferred, 1);  // its HELLO may be queued: then it attaches (or is refused)
+    if (s.ready || s.dead) continue;
+    reject_unheard(s,
+                   who(s.pid) + " connected but never said HELLO before " +
+                       std::to_string(kMaxWaitingConnections) +
+                       " newer connections that had not said it either came (at most that many "
+                       "may wait to say it)",
+                   now, deferred);
+  }
+}
+
+void Producer::reject_unheard(Session& session, const std::string& text, uint64_t now,
+                              Deferred& deferred) {
+  const size_t reports = deferred.detached.size();
+  reject(session, ErrorCode::kTimeout, text, deferred);
+  if (deferred.detached.size() == reports) return;
+  if (now < unheard_report_at_ns_) {
+    deferred.detached.pop_back();  // counted instead, and reported with the others
+    ++unheard_unreported_;
+    return;
+  }
+  unheard_report_at_ns_ = now + uint64_t{config_.unheard_report_ms} * 1000000;
+}
+
+void Producer::report_unheard(uint64_t now, Deferred& deferred) {
+  if (unheard_unreported_ == 0 || now < unheard_report_at_ns_) return;
+  deferred.warnings.push_back(
+      std::to_string(unheard_unreported_) + " more connection(s) to " + config_.socket_path +
+      " were closed in the last " + std::to_string(config_.unheard_report_ms) +
+      " ms without saying HELLO (each said nothing for hello-timeout, " +
+      std::to_string(config_.hello_timeout_ms) + " ms, or was the oldest of more than " +
+      std::to_string(kMaxWaitingConnections) +
+      " such connections): something connects to the socket and does not speak the protocol");
+  unheard_unreported_ = 0;
+  unheard_report_at_ns_ = now + uint64_t{config_.unheard_report_ms} * 1000000;
 }
 
 bool Producer::refuse_for_lack_of_descriptors() {
@@ -387,6 +436,14 @@ void Producer::handshake(Session& session, const Hello& hello, Deferred& deferre
            deferred);
     return;
   }
+  size_t attached = 0;
+  for (const auto& entry : sessions_)
+    if (entry.second.get() != &session && entry.second->ready && !entry.second->dead) ++attached;
+  if (attached >= kMaxSessions) {
+    reject(session, ErrorCode::kUnsupported,
+           "too many consumers (at most " + std::to_string(kMaxSessions) + ")", deferred);
+    return;
+  }
   if (slot_budget_ != 0) {
     uint32_t consumers = 0;
     for (const auto& entry : sessions_) {
@@ -522,19 +579,42 @@ bool Producer::still_starting(const Session& session, uint64_t now) const {
   return session.channel.peer_has_unread();
 }
 
+bool Producer::writer_waits_on(const Session& session) const {
+  return (room_waiters_ != 0 && session.claims.size() >= session.max_in_flight) ||
+         (slot_wait_ && !session.claims.empty());
+}
+
+bool Producer::writer_starves_others(uint64_t now) const {
+  if (room_waiters_ == 0 && !slot_wait_) return false;
+  for (const auto& entry : sessions_) {
+    const Session& s = *entry.second;
+    if (!s.ready || s.dead || s.broken || !s.has_caps) continue;
+    if (s.claims.size() < s.max_in_flight && !still_starting(s, now)) return true;
+  }
+  return false;
+}
+
 void Producer::check_deadlines(uint64_t now, Deferred& deferred) {
   const uint64_t hello_ns = uint64_t{config_.hello_timeout_ms} * 1000000;
+  const bool starving = writer_starves_others(now);
   for (auto& entry : sessions_) {
     Session& s = *entry.second;
     if (s.dead) continue;
     if (!s.ready) {
       if (now - s.connected_ns > hello_ns)
-        reject(s, ErrorCode::kTimeout, who(s.pid) + " connected but never said HELLO", deferred);
+        reject_unheard(s,
+                       who(s.pid) + " connected but never said HELLO (hello-timeout, " +
+                           std::to_string(config_.hello_timeout_ms) + " ms)",
+                       now, deferred);
       continue;
     }
     const uint64_t deadline = release_deadline(s);
     if (deadline == UINT64_MAX) continue;
-    if (still_starting(s, now)) {
+    const bool starting = still_starting(s, now);
+    // Still starting up, but the writer waits on it while others go without frames: the grace
+    // would hold them all up (issue 43: 34 s); release-timeout alone applies.
+    const bool holds_up_others = starting && starving && writer_waits_on(s);
+    if (starting && !holds_up_others) {
       // Not keeping frames but not reading yet: its clocks start again at every look, so that
       // once it reads them it has the whole release-timeout to import the slots and give them
       // back.
@@ -543,16 +623,34 @@ void Producer::check_deadlines(uint64_t now, Deferred& deferred) {
       continue;
     }
     if (now <= deadline) continue;
+    // Say what happened: a consumer that never read what it was sent kept no frame.
+    const bool unread = !s.released_any && s.channel.peer_has_unread();
+    const std::string timeout = std::to_string(config_.release_timeout_ms) + " ms";
+    std::string what;
+    if (!unread) {
+      what = " kept a frame for longer than release-timeout (" + timeout +
+             ") after the producer needed it back";
+    } else {
+      what = " attached " + std::to_string((now - s.connected_ns) / 1000000) +
+             " ms ago but has not read the frames sent to it, nor released any";
+      if (holds_up_others)
+        what += "; the writer waited release-timeout (" + timeout +
+                ") for it while the other consumers went without frames";
+      else if (config_.startup_grace_ms != 0)
+        what += ", within its start-up grace (" + std::to_string(config_.startup_grace_ms) +
+                " ms) plus release-timeout (" + timeout + ")";
+      else
+        what += ", within release-timeout (" + timeout + ")";
+    }
     s.channel.send(Message{Bye{Bye::kTimeout}});
     ++stats_.consumers_timed_out;
     // Retire: the stuck consumer may still read these slots, so they must never be reused.
     drop(s,
-         who(s.pid) + " kept a frame for longer than release-timeout (" +
-             std::to_string(config_.release_timeout_ms) +
-             " ms) after the producer needed it back; disconnected, " +
-             std::to_string(s.claims.size()) + " slot(s) retired",
+         who(s.pid) + what + "; disconnected, " + std::to_string(s.claims.size()) +
+             " slot(s) retired",
          true, true, deferred);
   }
+  report_unheard(now, deferred);
 }
 
 int Producer::next_timeout_ms(uint64_t now) const {
@@ -572,6 +670,7 @@ int Producer::next_timeout_ms(uint64_t now) const {
   }
   if (accept_paused_until_ > now) deadline = std::min(deadline, accept_paused_until_);
   deadline = std::min(deadline, listener_.next_check_ns());
+  if (unheard_unreported_ != 0) deadline = std::min(deadline, unheard_report_at_ns_);
   if (deadline == UINT64_MAX) return -1;
   if (deadline <= now) return 0;
   return static_cast<int>(std::min<uint64_t>((deadline - now) / 1000000 + 1, 60000));
@@ -614,6 +713,7 @@ void Producer::set_caps(uint64_t generation, const std::string& caps, uint64_t f
   caps_.frame_size = frame_size;
   has_caps_ = true;
   eos_ = false;
+  slot_wait_ = false;  // a new pool
   for (auto& entry : sessions_)
     if (entry.second->ready && !entry.second->dead && !entry.second->broken)
       send_caps(*entry.second);
@@ -630,6 +730,7 @@ size_t Producer::publish_locked(const SlotRef& slot, Frame frame,
                                 const std::shared_ptr<FrameHold>& hold, Deferred& deferred) {
   std::lock_guard<std::mutex> lock(mutex_);
   const bool lazy = config_.lazy_release_ms != 0;
+  slot_wait_ = false;  // the writer had its slot
   ++stats_.frames_published;
   eos_ = false;
   frame.generation = slot.generation;
@@ -710,6 +811,7 @@ size_t Producer::publish_locked(const SlotRef& slot, Frame frame,
 void Producer::send_eos() {
   std::lock_guard<std::mutex> lock(mutex_);
   eos_ = true;
+  slot_wait_ = false;
   for (auto& entry : sessions_) {
     Session& s = *entry.second;
     if (!s.ready || s.dead || s.broken) continue;
@@ -760,10 +862,14 @@ Producer::Room Producer::wait_for_room(int timeout_ms) {
     // Only a RELEASE ends this wait: the I/O thread must read them as they come.
     lazy_until_ns_ = 0;
     wake_.wake();
+    ++room_waiters_;  // the start-up grace must not hold up the others (check_deadlines)
+    bool in_time = true;
     if (timeout_ms < 0)
       room_cv_.wait(lock, done);
-    else if (!room_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), done))
-      return Room::kTimeout;
+    else
+      in_time = room_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), done);
+    --room_waiters_;
+    if (!in_time) return Room::kTimeout;
   }
   return flush_holders_ || stopping_ ? Room::kFlushing : Room::kReady;
 }
@@ -775,6 +881,7 @@ void Producer::read_releases_now() {
     const uint64_t now = monotonic_ns();
     for (auto& entry : sessions_)
       if (entry.second->ready && !entry.second->dead) need_back(*entry.second, now);
+    slot_wait_ = true;  // until the next publish()
     if (lazy_until_ns_ == 0) return;
     lazy_until_ns_ = 0;
   }
@@ -789,10 +896,12 @@ void Producer::set_slot_budget(uint32_t slots) {
 void Producer::set_flushing(bool flushing, FlushHolder holder) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (flushing)
+    if (flushing) {
       flush_holders_ |= unsigned(holder);
-    else
+      slot_wait_ = false;  // the wait for a slot ends too
+    } else {
       flush_holders_ &= ~unsigned(holder);
+    }
   }
   attached_cv_.notify_all();
   room_cv_.notify_all();

@@ -43,9 +43,15 @@ struct ProducerConfig {
   // 15 s for 64 started together), not keeping frames: the release clocks of its frames start again
   // from each such look, so it has the whole release_timeout_ms once it reads them. One that read
   // its frames, or released any before, has release_timeout_ms alone; one that never reads goes
-  // once the grace is over.
+  // once the grace is over. The grace never holds up the others longer than release_timeout_ms:
+  // while a writer waits on such a consumer (backpressure, or a pool with every slot out) and a
+  // consumer past its start-up goes without frames meanwhile, release_timeout_ms alone applies.
   uint32_t startup_grace_ms = 30000;
   uint32_t hello_timeout_ms = 5000;  // a connection that says nothing is dropped after this
+  // Connections closed before they said HELLO (hello_timeout_ms ran out, or too many waited to
+  // say it) are reported one by one at most once per this long; the others are counted, and
+  // reported together in one warning at the end of it.
+  uint32_t unheard_report_ms = 10000;
   // For this long after a publish() the I/O thread leaves consumers' messages (RELEASE, FENCE)
   // to the next publish() and wakes only for hang-ups and deadlines: a wake-up per frame saved.
   // read_releases_now() ends it early (a writer waiting for a free slot); 0: always read them at
@@ -246,6 +252,20 @@ class Producer {
   // A consumer that has released nothing yet, attached less than startup_grace_ms plus
   // release_timeout_ms ago, with packets sent to it still unread: not stuck, still starting up.
   bool still_starting(const Session& session, uint64_t now) const;
+  // Whether a waiting writer waits for this consumer: it holds all the frames it may hold
+  // (wait_for_room), or any slot of a pool with none left (read_releases_now).
+  bool writer_waits_on(const Session& session) const;
+  // Whether a consumer past its start-up, which could take a frame now, gets none because the
+  // writer waits: then no start-up grace holds for the consumers the writer waits on.
+  bool writer_starves_others(uint64_t now) const;
+  // More than kMaxWaitingConnections connections have not said HELLO: closes the oldest of them
+  // (after reading a HELLO it may have sent meanwhile), so that a flood of silent connections
+  // neither locks consumers out nor takes the descriptors the slot pool needs.
+  void limit_waiting(Deferred& deferred);
+  // Closes a connection that never said HELLO. Reported like any refusal, except that within
+  // unheard_report_ms of the last such report it is only counted (report_unheard says how many).
+  void reject_unheard(Session& session, const std::string& text, uint64_t now, Deferred& deferred);
+  void report_unheard(uint64_t now, Deferred& deferred);
   // The earliest release deadline among the session's claims; UINT64_MAX: none runs.
   uint64_t release_deadline(const Session& session) const;
   int next_timeout_ms(uint64_t now) const;
@@ -278,6 +298,13 @@ class Producer {
   uint64_t lazy_until_ns_ = 0;
   bool io_sleeps_lazily_ = false;  // the I/O thread's current poll() leaves RELEASEs queued
   Caps caps_;
+  // A writer waits: in wait_for_room() (how many), or for a pool slot (read_releases_now(),
+  // until the next publish).
+  unsigned room_waiters_ = 0;
+  bool slot_wait_ = false;
+  // Connections closed before HELLO: until then only counted; how many are not reported yet.
+  uint64_t unheard_report_at_ns_ = 0;
+  uint64_t unheard_unreported_ = 0;
   uint64_t next_session_id_ = 1;
   uint64_t next_sequence_ = 1;
   std::map<uint64_t, std::unique_ptr<Session>> sessions_;

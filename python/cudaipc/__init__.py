@@ -66,8 +66,10 @@ subclass per status: NoProducerError, RefusedError, ProtocolError, CudaError, Sy
 UnsupportedError, InvalidArgumentError (also a ValueError), EndOfStream and Interrupted (which
 iterating over a reader turns into the end of the loop), and DisconnectedError (.reason): the
 stream was cut rather than ended - the producer disconnected the reader (a frame held past its
-release-timeout, its ERROR) or vanished without ending the stream; it ends a loop over the reader
-by propagating. After EndOfStream or DisconnectedError every next() raises it again.
+release-timeout, frames left unread while it waited for them, its ERROR) or vanished without
+ending the stream; it ends a loop over the reader by propagating. Frames that were still queued
+for a reader when it was disconnected are not handed out: the first next() raises. After
+EndOfStream or DisconnectedError every next() raises it again.
 
 A pure-Python DLPack deleter cannot keep an exception being raised while a tensor is freed (see
 cudaipc._dlpack): on such paths the caller sees a SystemError, the original is printed as

@@ -118,6 +118,16 @@ class ProblemLog final : public ProducerObserver {
     std::lock_guard<std::mutex> lock(mutex_);
     warnings_.push_back(text);
   }
+  std::vector<std::string> warnings() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return warnings_;
+  }
+  size_t refusals_containing(const std::string& text) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    size_t n = 0;
+    for (const auto& r : refusals_) n += r.find(text) != std::string::npos;
+    return n;
+  }
   size_t warnings_containing(const std::string& text) const {
     std::lock_guard<std::mutex> lock(mutex_);
     size_t n = 0;
@@ -157,12 +167,13 @@ class HostilePeers : public ::testing::Test {
  protected:
   void SetUp() override { path_ = dir_.file("producer.sock"); }
 
-  void start(uint32_t hello_timeout_ms = 5000) {
+  void start(uint32_t hello_timeout_ms = 5000, uint32_t unheard_report_ms = 10000) {
     ProducerConfig c;
     c.socket_path = path_;
     c.max_in_flight = 4;
     c.release_timeout_ms = 30000;
     c.hello_timeout_ms = hello_timeout_ms;
+    c.unheard_report_ms = unheard_report_ms;
     auto p = Producer::start(c, &log_);
     ASSERT_TRUE(p.is_ok()) << p.error().message;
     producer_ = std::move(p.value());
@@ -407,6 +418,78 @@ TEST_F(HostilePeers, FloodOfSilentConnectionsIsDroppedAfterTheHelloTimeout) {
     }
   }
   expect_dropped_with_reason("never said HELLO");
+}
+
+// How many of `connections` the producer has closed (its end hung up).
+size_t closed_by_producer(const std::vector<Channel>& connections) {
+  size_t n = 0;
+  for (const Channel& c : connections) {
+    pollfd p{c.fd(), POLLRDHUP, 0};
+    n += ::poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP));
+  }
+  return n;
+}
+
+// Issue 43, defect 4: 64 connections that never say HELLO used to take every consumer's place
+// ("too many consumers (at most 64)") for the hello timeout, renewable forever, and each held a
+// descriptor: 1,124 of them left the slot pool none to make a frame with. Those that have not said
+// HELLO have a bound of their own (32); beyond it the oldest is closed, and attached consumers
+// alone count against the 64.
+TEST_F(HostilePeers, FloodOfSilentConnectionsLocksNoConsumerOutAndHoldsFewDescriptors) {
+  ASSERT_NO_FATAL_FAILURE(start(60000));  // no hello timeout during the test
+  constexpr size_t kSilent = 200;
+  std::vector<Channel> silent;
+  for (size_t i = 0; i < kSilent; ++i) silent.push_back(raw_client(false));
+  // The newest 32 may still say HELLO; the others are closed and told why.
+  EXPECT_TRUE(eventually([&] { return closed_by_producer(silent) >= kSilent - 32; }))
+      << closed_by_producer(silent) << " of " << kSilent << " closed";
+  EXPECT_EQ(closed_by_producer(silent), kSilent - 32);
+  // This process holds the 200 client ends; the producer, in it too, at most 32 server ends.
+  EXPECT_TRUE(eventually([&] { return open_fd_count() <= fds_before_ + int(kSilent) + 32 + 2; }))
+      << "descriptors: " << fds_before_ << " before " << kSilent << " silent connections, "
+      << open_fd_count() << " with them";
+  const ErrorMessage e = expect_error_then_closed(silent.front());
+  EXPECT_EQ(e.code, static_cast<uint32_t>(ErrorCode::kTimeout)) << e.text;
+  EXPECT_NE(e.text.find("never said HELLO"), std::string::npos) << e.text;
+  // A consumer that says HELLO is served, however many connections said nothing.
+  for (int i = 0; i < 3; ++i) {
+    ConsumerConfig cc;
+    cc.socket_path = path_;
+    auto another = Consumer::connect(cc, consumer_backend_);
+    ASSERT_TRUE(another.is_ok()) << another.error().message;
+  }
+  ASSERT_NO_FATAL_FAILURE(good_streams());
+  EXPECT_FALSE(log_.saw("too many consumers")) << log_.dump();
+}
+
+// 1,000 connections that never said HELLO posted 1,000 warnings. The first of a period is
+// reported as it is; those after it within unheard_report_ms are counted and reported together.
+TEST_F(HostilePeers, ConnectionsThatNeverSayHelloAreReportedTogether) {
+  ASSERT_NO_FATAL_FAILURE(start(200, 500));
+  constexpr size_t kSilent = 100;
+  {
+    std::vector<Channel> silent;
+    for (size_t i = 0; i < kSilent; ++i) silent.push_back(raw_client(false));
+    ASSERT_TRUE(eventually([&] { return closed_by_producer(silent) == kSilent; }));
+  }
+  // Each closed connection is in a report: on its own, or counted in a summary.
+  auto reported = [&] {
+    size_t n = log_.refusals_containing("never said HELLO");
+    for (const std::string& w : log_.warnings())
+      if (w.find("without saying HELLO") != std::string::npos) n += std::stoul(w);
+    return n;
+  };
+  EXPECT_TRUE(eventually([&] { return reported() == kSilent; }, 5000))
+      << reported() << " of " << kSilent << " reported: " << log_.dump();
+  const size_t reports = log_.refusals_containing("never said HELLO") +
+                         log_.warnings_containing("without saying HELLO");
+  EXPECT_LE(reports, 4u) << "one report per silent connection: " << log_.dump();
+  EXPECT_EQ(producer_->stats().consumers_rejected, kSilent);
+  const std::vector<std::string> warnings = log_.warnings();
+  ASSERT_FALSE(warnings.empty());
+  EXPECT_NE(warnings.back().find("more connection(s) to " + path_), std::string::npos)
+      << warnings.back();
+  ASSERT_NO_FATAL_FAILURE(good_streams());
 }
 
 // A consumer that speaks the protocol and tries to write into the slots it was given (mmap

@@ -276,6 +276,75 @@ TEST_F(Reader, EvictionIsDisconnectedWithTheProducersReasonNotEnd) {
   EXPECT_EQ(cudaipc_frame_release(held, nullptr), CUDAIPC_OK);
 }
 
+// Issue 43, defect 3: a reader that attaches and spends longer than release-timeout on its own
+// set-up before its first next() no longer holds the blocking producer and its other readers up
+// for the 30 s start-up grace: it is disconnected after release-timeout. Its first next() then
+// says so, instead of handing out a frame that had been queued for it as if nothing happened.
+TEST_F(Reader, ReaderThatReadsNothingIsDisconnectedAndItsFirstNextSaysSo) {
+  start_producer({"--frames", "0", "--fps", "0", "--wait-for-consumer", "--release-timeout", "300",
+                  "--backpressure", "block"});
+  ASSERT_EQ(open(2), CUDAIPC_OK) << cudaipc_last_error();  // the honest reader
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> longest_gap_ms{0};
+  std::atomic<int> frames{0};
+  std::thread honest([&] {
+    auto last = std::chrono::steady_clock::now();
+    while (!stop) {
+      cudaipc_frame* f = nullptr;
+      const int s = cudaipc_reader_next(reader_, 200, &f);
+      const auto now = std::chrono::steady_clock::now();
+      if (s == CUDAIPC_OK) {
+        const int64_t gap = std::chrono::duration_cast<milliseconds>(now - last).count();
+        if (frames > 0 && gap > longest_gap_ms) longest_gap_ms = gap;
+        last = now;
+        ++frames;
+        cudaipc_frame_release(f, nullptr);
+      } else if (s != CUDAIPC_TIMEOUT) {
+        ADD_FAILURE() << "the honest reader: " << cudaipc_status_name(s) << ": "
+                      << cudaipc_last_error();
+        return;
+      }
+    }
+  });
+  for (int i = 0; i < 2000 && frames <= 10; ++i) std::this_thread::sleep_for(milliseconds(10));
+  if (frames <= 10) {
+    stop = true;
+    honest.join();
+    FAIL() << "the honest reader got " << frames << " frames in 20 s";
+  }
+  cudaipc_reader_options o;
+  cudaipc_reader_options_init(&o);
+  const std::string sock = path("p.sock");
+  o.socket_path = sock.c_str();
+  cudaipc_reader* late = nullptr;
+  const int opened = cudaipc_reader_open(&o, &late);
+  if (opened == CUDAIPC_OK) {
+    std::this_thread::sleep_for(milliseconds(2000));  // its own set-up: reads nothing
+    const int before = frames;
+    std::this_thread::sleep_for(milliseconds(500));
+    EXPECT_GT(frames - before, 0) << "the honest reader is still held up";
+    cudaipc_frame* f = nullptr;
+    const int status = cudaipc_reader_next(late, 0, &f);
+    EXPECT_EQ(status, CUDAIPC_ERROR_DISCONNECTED)
+        << cudaipc_status_name(status) << ": a frame queued before the eviction came out";
+    const std::string reason = cudaipc_last_error();
+    EXPECT_NE(reason.find("had not read the frames"), std::string::npos) << reason;
+    EXPECT_NE(reason.find("release-timeout"), std::string::npos) << reason;
+    if (f) cudaipc_frame_release(f, nullptr);
+    EXPECT_EQ(cudaipc_reader_next(late, 0, &f), CUDAIPC_ERROR_DISCONNECTED);
+    EXPECT_EQ(std::string(cudaipc_last_error()), reason) << "a later call says the same";
+    cudaipc_reader_stats st{};
+    cudaipc_reader_get_stats(late, &st);
+    EXPECT_EQ(st.frames_received, 0u);
+    cudaipc_reader_close(late);
+  }
+  stop = true;
+  honest.join();
+  ASSERT_EQ(opened, CUDAIPC_OK) << cudaipc_last_error();
+  // release-timeout, and a margin for two processes on a busy machine; it was 34 s.
+  EXPECT_LE(longest_gap_ms.load(), 300 + 1500);
+}
+
 // A producer that dies without ending the stream cut it, too.
 TEST_F(Reader, ProducerKilledMidStreamIsDisconnectedNotEnd) {
   Process& prod = start_producer({"--frames", "0", "--fps", "30"});

@@ -516,6 +516,61 @@ class CudaipcTest(unittest.TestCase):
                 self.fail("a frame after the eviction")
         held.release()
 
+    def test_reader_that_reads_nothing_is_disconnected_and_its_first_next_says_so(self):
+        # Issue 43, defect 3: an application that opens a Reader and spends longer than
+        # release-timeout on its own set-up no longer holds a blocking producer and its other
+        # readers up for the 30 s start-up grace; its first next() raises the disconnection
+        # instead of returning a frame queued for it before it.
+        producer = self.producer(frames=0, extra=("--release-timeout", "300",
+                                                  "--backpressure", "block"))
+        honest = self.reader(producer, max_in_flight=2)
+        stop = threading.Event()
+        gaps, errors, frames = [], [], [0]
+
+        def read():
+            last = time.monotonic()
+            while not stop.is_set():
+                try:
+                    frame = honest.next(200)
+                except cudaipc.Error as error:
+                    errors.append(error)
+                    return
+                if frame is None:
+                    continue
+                now = time.monotonic()
+                if frames[0]:
+                    gaps.append(now - last)
+                last = now
+                frames[0] += 1
+                frame.release()
+
+        thread = threading.Thread(target=read)
+        thread.start()
+        try:
+            deadline = time.monotonic() + 20
+            while frames[0] <= 10 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            self.assertGreater(frames[0], 10, "the honest reader gets no frames")
+            late = self.reader(producer)
+            time.sleep(2.0)  # its own set-up: reads nothing
+            before = frames[0]
+            time.sleep(0.5)
+            self.assertGreater(frames[0], before, "the honest reader is still held up")
+            with self.assertRaises(cudaipc.DisconnectedError) as cut:
+                frame = late.next(0)
+                frame.release()
+            self.assertIn("had not read the frames", cut.exception.reason)
+            self.assertIn("release-timeout", cut.exception.reason)
+            self.assertEqual(late.stats["frames_received"], 0)
+            with self.assertRaises(cudaipc.DisconnectedError):
+                late.next(0)
+        finally:
+            stop.set()
+            thread.join()
+        self.assertEqual(errors, [])
+        # release-timeout, and a margin for two processes on a busy machine; it was 34 s
+        self.assertLessEqual(max(gaps), 0.3 + 1.5)
+
     def test_producer_killed_mid_stream_raises_disconnected(self):
         producer = self.producer(frames=0, extra=("--fps", "30"))
         reader = self.reader(producer)

@@ -1023,6 +1023,168 @@ TEST_P(EachBackend, ConsumerThatNeverReadsIsEvictedAfterTheStartupGrace) {
   const auto waited = ms_since(needed);
   EXPECT_GE(waited, 200 + 600 - 50) << "evicted before the start-up grace ran out";
   EXPECT_LT(waited, 200 + 600 + 2000);
+  // Issue 43: it read nothing, so it kept no frame; the warning says so.
+  EXPECT_TRUE(observer_.saw_detach("has not read the frames sent to it", true)) << observer_.dump();
+  EXPECT_TRUE(observer_.saw_detach("start-up grace (600 ms)", true)) << observer_.dump();
+}
+
+// Issue 43, defect 3: a consumer that attached (HELLO) and reads nothing is "still starting up",
+// and its start-up grace (30 s) held up a writer with backpressure=block - and with it every
+// other consumer - for 34 s. The grace never holds up the others longer than release-timeout:
+// the silent one is disconnected, saying what it did (it read nothing, it kept no frame).
+class BlockingWriter {
+ public:
+  // Publishes into `slots` round robin, each frame after wait_for_room(), as cudasink-ipc does
+  // with backpressure=block, about every 5 ms, until destroyed (or the producer is flushing).
+  BlockingWriter(Producer& producer, std::vector<std::unique_ptr<SlotMemory>>& slots,
+                 uint64_t generation)
+      : producer_(producer), thread_([&producer, &slots, generation] {
+          for (uint32_t n = 0;; ++n) {
+            if (producer.wait_for_room(-1) != Producer::Room::kReady) return;
+            const uint32_t index = n % slots.size();
+            Frame f;
+            f.size = kSlotBytes;
+            f.n_planes = 1;
+            f.plane_stride[0] = 256;
+            producer.publish(SlotRef{generation, index, slots[index].get()}, f,
+                             std::make_shared<CountingHold>(std::make_shared<HoldCounters>()));
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+          }
+        }) {}
+  ~BlockingWriter() {
+    producer_.set_flushing(true);  // ends the wait it may be in
+    thread_.join();
+  }
+
+ private:
+  Producer& producer_;
+  std::thread thread_;
+};
+
+// The honest consumer's longest wait for a frame over `duration_ms`, releasing each at once; a
+// wait past `give_up_ms` ends the measure (and is what it returns).
+int64_t longest_gap(Consumer& c, int duration_ms, int give_up_ms) {
+  int64_t longest = 0;
+  const auto start = std::chrono::steady_clock::now();
+  auto last = start;
+  while (ms_since(start) < duration_ms) {
+    ConsumerEvent e = c.next(give_up_ms);
+    const int64_t gap = ms_since(last);
+    longest = std::max(longest, gap);
+    if (e.kind != Kind::kFrame) {
+      EXPECT_EQ(e.kind, Kind::kTimeout) << describe_event(e);
+      break;
+    }
+    last = std::chrono::steady_clock::now();
+  }
+  return longest;
+}
+
+TEST_P(EachBackend, SilentConsumerHoldsUpABlockingWriterNoLongerThanReleaseTimeout) {
+  constexpr int kReleaseTimeoutMs = 300;
+  auto honest = attach_with_release_timeout(kReleaseTimeoutMs, 8, 2);
+  ASSERT_TRUE(honest);
+  BlockingWriter writer(*producer_, slots_, generation_);
+  EXPECT_LT(longest_gap(*honest, 300, 3000), 3000) << "the writer does not run";
+  // Says HELLO, reads the WELCOME, and nothing after it: its frames queue up unread.
+  Channel silent = raw_client(true);
+  ASSERT_TRUE(silent.valid());
+  ASSERT_TRUE(eventually([&] { return stats().consumers == 2; }));
+  const int64_t gap = longest_gap(*honest, 2000, 5000);
+  RecordProperty("longest_gap_ms", std::to_string(gap));
+  EXPECT_LE(gap, kReleaseTimeoutMs + 700)
+      << "the silent consumer held every other consumer up (the start-up grace is 30 s)";
+  EXPECT_TRUE(eventually([&] { return stats().consumers_timed_out == 1; })) << observer_.dump();
+  // What happened, in the words of the warning: it read nothing, so it kept no frame either.
+  EXPECT_TRUE(observer_.saw_detach("has not read the frames sent to it", true)) << observer_.dump();
+  EXPECT_TRUE(observer_.saw_detach("the writer waited release-timeout (300 ms)", true))
+      << observer_.dump();
+  EXPECT_FALSE(observer_.saw_detach("kept a frame", true)) << observer_.dump();
+}
+
+// The same for a writer that waits for a slot (every slot of its pool is out): the pool's wait
+// (read_releases_now) is not held up by a silent consumer's start-up grace either.
+TEST_P(EachBackend, SilentConsumerHoldsUpAWriterWaitingForASlotNoLongerThanReleaseTimeout) {
+  auto honest = attach_with_release_timeout(300, 4, 2);
+  ASSERT_TRUE(honest);
+  Channel silent = raw_client(true);
+  ASSERT_TRUE(silent.valid());
+  ASSERT_TRUE(eventually([&] { return stats().consumers == 2; }));
+  for (uint8_t n = 0; n < 4; ++n) {
+    ASSERT_GE(publish(n, n + 1), 1u);
+    expect_frame(*honest, n, n + 1);  // and released at once
+  }
+  ASSERT_TRUE(eventually([&] { return stats().claims_outstanding == 4; }));  // the silent one's
+  const auto asked = std::chrono::steady_clock::now();
+  producer_->read_releases_now();  // what the pool calls before it waits for a slot
+  ASSERT_TRUE(eventually([&] { return stats().consumers_timed_out == 1; }, 5000))
+      << observer_.dump();
+  EXPECT_LE(ms_since(asked), 300 + 700) << "held up for its start-up grace";
+  EXPECT_TRUE(observer_.saw_detach("has not read the frames sent to it", true)) << observer_.dump();
+}
+
+// What the grace is for (issue 27, GpuFanOut): consumers started together, none of them reading
+// yet, hold up nobody who could take a frame; the writer waits for them as before.
+TEST_P(EachBackend, ConsumersAllStillStartingKeepTheirGraceWhileTheWriterWaits) {
+  auto first = attach_with_release_timeout(200, 4, 2);
+  ASSERT_TRUE(first);
+  auto second = connect(2);
+  ASSERT_TRUE(second);
+  expect_caps(*second);
+  ASSERT_EQ(publish(0, 1), 2u);
+  ASSERT_EQ(publish(1, 2), 2u);  // both at their max in flight, unread
+  EXPECT_EQ(producer_->wait_for_room(1000), Producer::Room::kTimeout);
+  EXPECT_EQ(stats().consumers_timed_out, 0u) << observer_.dump();
+  EXPECT_EQ(stats().consumers, 2u);
+  for (Consumer* c : {first.get(), second.get()}) {
+    expect_frame(*c, 0, 1);
+    expect_frame(*c, 1, 2);
+  }
+  EXPECT_EQ(producer_->wait_for_room(5000), Producer::Room::kReady);
+  EXPECT_EQ(stats().consumers_timed_out, 0u) << observer_.dump();
+}
+
+// The evicted consumer itself: its frames still queued when it was disconnected are stale (the
+// producer gave up on them). Its next next() says it was disconnected and why, instead of
+// handing out a frame as if the stream went on (issue 43, defect 3: a Reader's first next()).
+TEST_P(EachBackend, ConsumerEvictedBeforeItReadGetsTheEvictionNotAStaleFrame) {
+  auto honest = attach_with_release_timeout(300, 8, 2);
+  ASSERT_TRUE(honest);
+  auto late = connect(4);
+  ASSERT_TRUE(late);
+  expect_caps(*late);  // then busy with its own set-up: reads nothing
+  {
+    BlockingWriter writer(*producer_, slots_, generation_);
+    longest_gap(*honest, 100, 3000);
+    ASSERT_TRUE(eventually([&] { return stats().consumers_timed_out == 1; })) << observer_.dump();
+  }
+  ConsumerEvent e = next(*late);
+  ASSERT_EQ(e.kind, Kind::kClosed) << "a frame queued before the eviction was handed out as if "
+                                      "nothing happened: "
+                                   << describe_event(e);
+  EXPECT_EQ(e.parting, ConsumerEvent::Parting::kEvicted);
+  EXPECT_NE(e.error.message.find("had not read the frames"), std::string::npos) << e.error.message;
+  EXPECT_NE(e.error.message.find("release-timeout"), std::string::npos) << e.error.message;
+  EXPECT_EQ(next(*late).kind, Kind::kClosed);
+  EXPECT_EQ(late->stats().claims_outstanding, 0u);
+}
+
+// A producer that stops (BYE shutdown) while frames are still queued: those are the stream's
+// last frames, handed out before the end as always.
+TEST_P(EachBackend, FramesQueuedBeforeTheProducerStopsAreStillHandedOut) {
+  start();
+  make_slots(3);
+  auto c = connect(4);
+  ASSERT_TRUE(c);
+  expect_caps(*c);
+  ASSERT_EQ(publish(0, 1), 1u);
+  ASSERT_EQ(publish(1, 2), 1u);
+  producer_.reset();  // BYE (shutdown), then the hang-up
+  expect_frame(*c, 0, 1);
+  expect_frame(*c, 1, 2);
+  ConsumerEvent e = next(*c);
+  EXPECT_EQ(e.kind, Kind::kClosed) << describe_event(e);
+  EXPECT_EQ(e.parting, ConsumerEvent::Parting::kStopped);
 }
 
 TEST_P(EachBackend, WriterWaitingForASlotStartsTheClockOfHeldFrames) {

@@ -76,8 +76,10 @@ typedef enum {
   CUDAIPC_ERROR_SYSTEM = -6,      /* a system call failed or a limit was reached */
   CUDAIPC_ERROR_UNSUPPORTED = -7, /* e.g. CUDA memory in a build without CUDA */
   /* next(), no reconnect: the stream was cut, not ended - the producer disconnected this reader
-   * (a frame held past its release-timeout, its ERROR) or vanished without EOS (a crash, a
-   * kill). cudaipc_last_error() says which; every later next() returns this again. */
+   * (a frame held past its release-timeout, frames left unread while the producer waited for
+   * them, its ERROR) or vanished without EOS (a crash, a kill). cudaipc_last_error() says which;
+   * every later next() returns this again. Frames still queued when the producer disconnected
+   * the reader are not handed out: the first next() after it returns this. */
   CUDAIPC_ERROR_DISCONNECTED = -8
 } cudaipc_status;
 
