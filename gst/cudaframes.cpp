@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 #include "cudaframes.h"
 
+#include <mutex>
+
 #include "cuda_slots.h"
 #include "framing.h"
 #include "slotmemory.h"
@@ -39,10 +41,17 @@ PlanePointers planes_at(cipc_cuda::DevicePtr base, const GstVideoInfo& layout) {
   return planes;
 }
 
-bool register_host_memory_once(GstMemory* mem, void* data, size_t size) {
-  static const GQuark quark = [] {
+void init_cuda_frames_debug() {
+  static std::once_flag once;
+  std::call_once(once, [] {
     GST_DEBUG_CATEGORY_INIT(cipc_cuda_frames_debug, "cudaipc-frames", 0,
                             "cudaipc CUDA frame copies");
+  });
+}
+
+bool register_host_memory_once(GstMemory* mem, void* data, size_t size) {
+  static const GQuark quark = [] {
+    init_cuda_frames_debug();
     return g_quark_from_static_string("cudaipc-host-registration");
   }();
   if (auto* known = static_cast<cipc_cuda::HostRegistration*>(

@@ -38,6 +38,9 @@ PlanePointers planes_at(cipc_cuda::DevicePtr base, const GstVideoInfo& layout);
 // copies to or from it run at full speed and asynchronously. Memory that refuses is remembered
 // (and copied as is). True if the memory is page-locked.
 bool register_host_memory_once(GstMemory* mem, void* data, size_t size);
+// Registers the "cudaipc-frames" debug category (plugin_init calls it, so that
+// --gst-debug-help lists it before any frame was copied).
+void init_cuda_frames_debug();
 
 // io-mode=copy: slot memory wrapping a private device copy of `frame`, ordered on `stream` after
 // the producer's write; the frame's claim goes (RELEASE) as soon as the copy has read the slot,

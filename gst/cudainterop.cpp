@@ -14,15 +14,16 @@ GST_DEBUG_CATEGORY_STATIC(cipc_cuda_interop_debug);
 #define GST_CAT_DEFAULT cipc_cuda_interop_debug
 
 namespace cipc_gst {
-namespace {
 
-void init_debug() {
+void init_cuda_interop_debug() {
   static std::once_flag once;
   std::call_once(once, [] {
     GST_DEBUG_CATEGORY_INIT(cipc_cuda_interop_debug, "cudaipc-cuda-interop", 0,
                             "cudaipc: GStreamer CUDA context and memory interop");
   });
 }
+
+namespace {
 
 // Contexts of all elements of this process, by device: kept for the process's lifetime, as
 // the primary contexts they wrap are.
@@ -37,7 +38,7 @@ bool cuda_context_sharing_enabled() {
 }
 
 GstCudaContext* shared_cuda_context(int device, std::string* why) {
-  init_debug();
+  init_cuda_interop_debug();
   std::lock_guard<std::mutex> lock(g_contexts_mutex);
   auto it = g_contexts.find(device);
   if (it != g_contexts.end()) return static_cast<GstCudaContext*>(gst_object_ref(it->second));
@@ -112,7 +113,7 @@ static void query_neighbours(GstElement* element, int device, GstCudaContext** c
 
 bool ensure_cuda_context(GstElement* element, int device, GstCudaContext** context,
                          bool* uses_primary, std::string* why) {
-  init_debug();
+  init_cuda_interop_debug();
   *uses_primary = true;
   if (!cuda_context_sharing_enabled()) return true;  // *context stays null: not shared
   if (device < 0) device = 0;

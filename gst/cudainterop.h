@@ -29,6 +29,9 @@ namespace cipc_gst {
 // measuring what a second context costs): the elements then keep to themselves.
 GstCudaContext* shared_cuda_context(int device, std::string* why);
 bool cuda_context_sharing_enabled();
+// Registers the "cudaipc-cuda-interop" debug category (plugin_init calls it, so that
+// --gst-debug-help lists it before any interop happened).
+void init_cuda_interop_debug();
 // Whether `context` wraps `device`'s primary context, the one this project's CUDA work (slot
 // imports among it) runs in.
 bool is_primary_context(GstCudaContext* context, int device);

@@ -23,6 +23,7 @@
  * Since: 0.1
  */
 #include "gstbgratorg10.h"
+#include "elementdocs.h"
 
 #include <gst/video/video.h>
 
@@ -111,7 +112,11 @@ static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE(
                     "framerate = (fraction) [ 0, max ]"));
 
 G_DEFINE_TYPE(GstBgraToRg10, gst_bgra_to_rg10, GST_TYPE_BASE_TRANSFORM)
-GST_ELEMENT_REGISTER_DEFINE(bgratorg10, "bgratorg10", GST_RANK_NONE, GST_TYPE_BGRA_TO_RG10)
+// The category is made with the registration, so that --gst-debug-help lists it once the
+// plugin is loaded, before the element is first used.
+GST_ELEMENT_REGISTER_DEFINE_WITH_CODE(
+    bgratorg10, "bgratorg10", GST_RANK_NONE, GST_TYPE_BGRA_TO_RG10,
+    GST_DEBUG_CATEGORY_INIT(gst_bgra_to_rg10_debug, "cudaipc-bgratorg10", 0, "bgratorg10 element"))
 
 static Settings snapshot_settings(GstBgraToRg10* self) {
   GST_OBJECT_LOCK(self);
@@ -353,6 +358,7 @@ static void gst_bgra_to_rg10_class_init(GstBgraToRg10Class* klass) {
       "Mosaics 8-bit colour video into 10-bit Bayer samples on the CPU, to stand in for a RAW10 "
       "camera",
       "gst-cudaipc developers");
+  cipc_gst::add_doc_uri(element_class, "bgratorg10");
   gst_element_class_add_static_pad_template(element_class, &sink_template);
   gst_element_class_add_static_pad_template(element_class, &src_template);
 
@@ -362,8 +368,6 @@ static void gst_bgra_to_rg10_class_init(GstBgraToRg10Class* klass) {
   trans_class->transform_size = GST_DEBUG_FUNCPTR(gst_bgra_to_rg10_transform_size);
   trans_class->get_unit_size = GST_DEBUG_FUNCPTR(gst_bgra_to_rg10_get_unit_size);
   trans_class->transform = GST_DEBUG_FUNCPTR(gst_bgra_to_rg10_transform);
-
-  GST_DEBUG_CATEGORY_INIT(gst_bgra_to_rg10_debug, "cudaipc-bgratorg10", 0, "bgratorg10 element");
 }
 
 static void gst_bgra_to_rg10_init(GstBgraToRg10* self) {

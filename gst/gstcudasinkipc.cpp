@@ -25,6 +25,7 @@
  * Since: 0.1
  */
 #include "gstcudasinkipc.h"
+#include "elementdocs.h"
 
 #include <gst/video/video.h>
 
@@ -275,7 +276,11 @@ CIPC_DEFINE_ELEMENT_TYPE_WITH_CODE(GstCudaSinkIpc, gst_cuda_sink_ipc, GST_TYPE_B
                                    "GstCudaSink-ipc",
                                    G_IMPLEMENT_INTERFACE(GST_TYPE_URI_HANDLER,
                                                          cipc_gst::init_sink_uri_handler))
-GST_ELEMENT_REGISTER_DEFINE(cudasink_ipc, "cudasink-ipc", GST_RANK_NONE, GST_TYPE_CUDA_SINK_IPC)
+// The category is made with the registration, so that --gst-debug-help lists it once the
+// plugin is loaded, before the element is first used.
+GST_ELEMENT_REGISTER_DEFINE_WITH_CODE(
+    cudasink_ipc, "cudasink-ipc", GST_RANK_NONE, GST_TYPE_CUDA_SINK_IPC,
+    GST_DEBUG_CATEGORY_INIT(gst_cuda_sink_ipc_debug, "cudaipc-sink", 0, "cudasink-ipc element"))
 
 static Settings snapshot_settings(GstCudaSinkIpc* self) {
   GST_OBJECT_LOCK(self);
@@ -1207,6 +1212,7 @@ static void gst_cuda_sink_ipc_class_init(GstCudaSinkIpcClass* klass) {
       element_class, "CUDA IPC sink", "Sink/Video/Hardware",
       "Shares video frames with other processes without copying them (cudasrc-ipc receives)",
       "gst-cudaipc developers");
+  cipc_gst::add_doc_uri(element_class, "cudasink-ipc");
   gst_element_class_add_static_pad_template(element_class, &sink_template);
 
 #ifdef CIPC_HAVE_GST_CUDA
@@ -1223,7 +1229,6 @@ static void gst_cuda_sink_ipc_class_init(GstCudaSinkIpcClass* klass) {
   sink_class->unlock = GST_DEBUG_FUNCPTR(gst_cuda_sink_ipc_unlock);
   sink_class->unlock_stop = GST_DEBUG_FUNCPTR(gst_cuda_sink_ipc_unlock_stop);
 
-  GST_DEBUG_CATEGORY_INIT(gst_cuda_sink_ipc_debug, "cudaipc-sink", 0, "cudasink-ipc element");
   gst_type_mark_as_plugin_api(gst_cipc_sink_memory_get_type(), static_cast<GstPluginAPIFlags>(0));
   gst_type_mark_as_plugin_api(gst_cipc_sync_mode_get_type(), static_cast<GstPluginAPIFlags>(0));
 }

@@ -25,6 +25,7 @@
  * Since: 0.1
  */
 #include "gstcudasrcipc.h"
+#include "elementdocs.h"
 
 #include <gst/video/video.h>
 
@@ -225,7 +226,12 @@ CIPC_DEFINE_ELEMENT_TYPE_WITH_CODE(GstCudaSrcIpc, gst_cuda_src_ipc, GST_TYPE_PUS
                                    "GstCudaSrc-ipc",
                                    G_IMPLEMENT_INTERFACE(GST_TYPE_URI_HANDLER,
                                                          cipc_gst::init_src_uri_handler))
-GST_ELEMENT_REGISTER_DEFINE(cudasrc_ipc, "cudasrc-ipc", GST_RANK_NONE, GST_TYPE_CUDA_SRC_IPC)
+// The category is made with the registration, so that --gst-debug-help lists it once the
+// plugin is loaded, before the element is first used.
+GST_ELEMENT_REGISTER_DEFINE_WITH_CODE(cudasrc_ipc, "cudasrc-ipc", GST_RANK_NONE,
+                                      GST_TYPE_CUDA_SRC_IPC,
+                                      GST_DEBUG_CATEGORY_INIT(gst_cuda_src_ipc_debug, "cudaipc-src",
+                                                              0, "cudasrc-ipc element"))
 
 static Settings snapshot_settings(GstCudaSrcIpc* self) {
   GST_OBJECT_LOCK(self);
@@ -988,6 +994,7 @@ static void gst_cuda_src_ipc_class_init(GstCudaSrcIpcClass* klass) {
       element_class, "CUDA IPC source", "Source/Video/Hardware",
       "Receives video frames that a cudasink-ipc in another process shares, without copying",
       "gst-cudaipc developers");
+  cipc_gst::add_doc_uri(element_class, "cudasrc-ipc");
   gst_element_class_add_static_pad_template(element_class, &src_template);
 
   basesrc_class->start = GST_DEBUG_FUNCPTR(gst_cuda_src_ipc_start);
@@ -1004,7 +1011,6 @@ static void gst_cuda_src_ipc_class_init(GstCudaSrcIpcClass* klass) {
   basesrc_class->decide_allocation = GST_DEBUG_FUNCPTR(gst_cuda_src_ipc_decide_allocation);
   pushsrc_class->create = GST_DEBUG_FUNCPTR(gst_cuda_src_ipc_create);
 
-  GST_DEBUG_CATEGORY_INIT(gst_cuda_src_ipc_debug, "cudaipc-src", 0, "cudasrc-ipc element");
   gst_type_mark_as_plugin_api(gst_cipc_src_memory_get_type(), static_cast<GstPluginAPIFlags>(0));
   gst_type_mark_as_plugin_api(gst_cipc_io_mode_get_type(), static_cast<GstPluginAPIFlags>(0));
 #ifdef CIPC_HAVE_GST_GL

@@ -37,6 +37,7 @@
  * Since: 0.1
  */
 #include "gstcudav4l2src.h"
+#include "elementdocs.h"
 
 #include <gst/video/video.h>
 
@@ -267,7 +268,13 @@ static GstCaps* template_caps() {
 }
 
 G_DEFINE_TYPE(GstCudaV4l2Src, gst_cuda_v4l2_src, GST_TYPE_PUSH_SRC)
-GST_ELEMENT_REGISTER_DEFINE(cudav4l2src, "cudav4l2src", GST_RANK_NONE, GST_TYPE_CUDA_V4L2_SRC)
+// The category is made with the registration, so that --gst-debug-help lists it once the
+// plugin is loaded, before the element is first used.
+GST_ELEMENT_REGISTER_DEFINE_WITH_CODE(cudav4l2src, "cudav4l2src", GST_RANK_NONE,
+                                      GST_TYPE_CUDA_V4L2_SRC,
+                                      GST_DEBUG_CATEGORY_INIT(gst_cuda_v4l2_src_debug,
+                                                              "cudaipc-v4l2src", 0,
+                                                              "V4L2 Bayer capture (cudav4l2src)"))
 
 static Settings snapshot_settings(GstCudaV4l2Src* self) {
   GST_OBJECT_LOCK(self);
@@ -1062,6 +1069,7 @@ static void gst_cuda_v4l2_src_class_init(GstCudaV4l2SrcClass* klass) {
       "Captures 8-, 10- and 12-bit Bayer video from a V4L2 device, into downstream's buffers "
       "(USERPTR) where it can",
       "gst-cudaipc developers");
+  cipc_gst::add_doc_uri(element_class, "cudav4l2src");
   GstCaps* caps = template_caps();
   gst_element_class_add_pad_template(
       element_class, gst_pad_template_new("src", GST_PAD_SRC, GST_PAD_ALWAYS, caps));
@@ -1080,8 +1088,6 @@ static void gst_cuda_v4l2_src_class_init(GstCudaV4l2SrcClass* klass) {
   base_class->unlock_stop = GST_DEBUG_FUNCPTR(gst_cuda_v4l2_src_unlock_stop);
   push_class->create = GST_DEBUG_FUNCPTR(gst_cuda_v4l2_src_create);
 
-  GST_DEBUG_CATEGORY_INIT(gst_cuda_v4l2_src_debug, "cudaipc-v4l2src", 0,
-                          "V4L2 Bayer capture (cudav4l2src)");
   gst_type_mark_as_plugin_api(io_mode_get_type(), static_cast<GstPluginAPIFlags>(0));
 }
 

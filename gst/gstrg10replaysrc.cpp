@@ -27,6 +27,7 @@
  * Since: 0.1
  */
 #include "gstrg10replaysrc.h"
+#include "elementdocs.h"
 
 #include <unistd.h>
 
@@ -98,7 +99,13 @@ static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE(
                     "framerate = (fraction) [ 1/1, 1000/1 ]"));
 
 G_DEFINE_TYPE(GstRg10ReplaySrc, gst_rg10_replay_src, GST_TYPE_PUSH_SRC)
-GST_ELEMENT_REGISTER_DEFINE(rg10replaysrc, "rg10replaysrc", GST_RANK_NONE, GST_TYPE_RG10_REPLAY_SRC)
+// The category is made with the registration, so that --gst-debug-help lists it once the
+// plugin is loaded, before the element is first used.
+GST_ELEMENT_REGISTER_DEFINE_WITH_CODE(rg10replaysrc, "rg10replaysrc", GST_RANK_NONE,
+                                      GST_TYPE_RG10_REPLAY_SRC,
+                                      GST_DEBUG_CATEGORY_INIT(gst_rg10_replay_src_debug,
+                                                              "cudaipc-rg10replaysrc", 0,
+                                                              "rg10replaysrc element"))
 
 static Settings snapshot_settings(GstRg10ReplaySrc* self) {
   GST_OBJECT_LOCK(self);
@@ -331,6 +338,7 @@ static void gst_rg10_replay_src_class_init(GstRg10ReplaySrcClass* klass) {
       "Replays a loop of pre-mosaicked 10-bit Bayer frames at the camera's rate, with no "
       "per-frame work: a camera for benchmarks",
       "gst-cudaipc developers");
+  cipc_gst::add_doc_uri(element_class, "rg10replaysrc");
   gst_element_class_add_static_pad_template(element_class, &src_template);
 
   basesrc_class->fixate = GST_DEBUG_FUNCPTR(gst_rg10_replay_src_fixate);
@@ -341,9 +349,6 @@ static void gst_rg10_replay_src_class_init(GstRg10ReplaySrcClass* klass) {
   basesrc_class->decide_allocation = GST_DEBUG_FUNCPTR(gst_rg10_replay_src_decide_allocation);
   basesrc_class->query = GST_DEBUG_FUNCPTR(gst_rg10_replay_src_query);
   pushsrc_class->create = GST_DEBUG_FUNCPTR(gst_rg10_replay_src_create);
-
-  GST_DEBUG_CATEGORY_INIT(gst_rg10_replay_src_debug, "cudaipc-rg10replaysrc", 0,
-                          "rg10replaysrc element");
 }
 
 static void gst_rg10_replay_src_init(GstRg10ReplaySrc* self) {

@@ -41,6 +41,7 @@
  * Since: 0.1
  */
 #include "gstrg10tobgra.h"
+#include "elementdocs.h"
 
 #include <gst/video/video.h>
 
@@ -233,7 +234,11 @@ static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE(
         GST_CAPS_FEATURE_MEMORY_CUDA_IPC, OUT_FORMATS) ";" GST_VIDEO_CAPS_MAKE(OUT_FORMATS)));
 
 G_DEFINE_TYPE(GstRg10ToBgra, gst_rg10_to_bgra, GST_TYPE_BASE_TRANSFORM)
-GST_ELEMENT_REGISTER_DEFINE(rg10tobgra, "rg10tobgra", GST_RANK_NONE, GST_TYPE_RG10_TO_BGRA)
+// The category is made with the registration, so that --gst-debug-help lists it once the
+// plugin is loaded, before the element is first used.
+GST_ELEMENT_REGISTER_DEFINE_WITH_CODE(
+    rg10tobgra, "rg10tobgra", GST_RANK_NONE, GST_TYPE_RG10_TO_BGRA,
+    GST_DEBUG_CATEGORY_INIT(gst_rg10_to_bgra_debug, "cudaipc-rg10tobgra", 0, "rg10tobgra element"))
 
 static Settings snapshot_settings(GstRg10ToBgra* self) {
   GST_OBJECT_LOCK(self);
@@ -878,6 +883,7 @@ static void gst_rg10_to_bgra_class_init(GstRg10ToBgraClass* klass) {
       "Debayers 10-bit Bayer video with CUDA (black level, white balance, bilinear or "
       "Malvar-He-Cutler demosaic, gain, gamma) straight into shareable GPU memory",
       "gst-cudaipc developers");
+  cipc_gst::add_doc_uri(element_class, "rg10tobgra");
   gst_element_class_add_static_pad_template(element_class, &sink_template);
   gst_element_class_add_static_pad_template(element_class, &src_template);
 
@@ -895,8 +901,6 @@ static void gst_rg10_to_bgra_class_init(GstRg10ToBgraClass* klass) {
   trans_class->propose_allocation = GST_DEBUG_FUNCPTR(gst_rg10_to_bgra_propose_allocation);
   trans_class->decide_allocation = GST_DEBUG_FUNCPTR(gst_rg10_to_bgra_decide_allocation);
   trans_class->transform = GST_DEBUG_FUNCPTR(gst_rg10_to_bgra_transform);
-
-  GST_DEBUG_CATEGORY_INIT(gst_rg10_to_bgra_debug, "cudaipc-rg10tobgra", 0, "rg10tobgra element");
 }
 
 static void gst_rg10_to_bgra_init(GstRg10ToBgra* self) {

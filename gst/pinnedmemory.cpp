@@ -2,10 +2,19 @@
 #include "pinnedmemory.h"
 
 #include <memory>
+#include <mutex>
 #include <utility>
 
 GST_DEBUG_CATEGORY_STATIC(gst_cipc_pinned_debug);
 #define GST_CAT_DEFAULT gst_cipc_pinned_debug
+
+void gst_cipc_pinned_init_debug() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    GST_DEBUG_CATEGORY_INIT(gst_cipc_pinned_debug, "cudaipc-pinned", 0,
+                            "cudaipc pinned, CUDA-mapped host memory");
+  });
+}
 
 namespace {
 
@@ -92,8 +101,7 @@ void gst_cipc_pinned_allocator_class_init(GstCipcPinnedAllocatorClass* klass) {
   GstAllocatorClass* allocator_class = GST_ALLOCATOR_CLASS(klass);
   allocator_class->alloc = pinned_alloc;
   allocator_class->free = pinned_free;
-  GST_DEBUG_CATEGORY_INIT(gst_cipc_pinned_debug, "cudaipc-pinned", 0,
-                          "cudaipc pinned, CUDA-mapped host memory");
+  gst_cipc_pinned_init_debug();
 }
 
 void gst_cipc_pinned_allocator_init(GstCipcPinnedAllocator* self) {

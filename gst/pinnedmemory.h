@@ -13,6 +13,8 @@
 
 // An allocator of pinned memory mapped for `device` (a new instance; unref when done).
 GstAllocator* gst_cipc_pinned_allocator_new(int device);
+// Registers the "cudaipc-pinned" debug category (plugin_init calls it, for --gst-debug-help).
+void gst_cipc_pinned_init_debug();
 
 // True if `mem` is pinned memory from such an allocator; `device_ptr` then receives the device
 // address of the memory's first byte (offset included).

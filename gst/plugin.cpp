@@ -15,8 +15,14 @@
 #include "gstcudasrcipc.h"
 #include "gstcudav4l2src.h"
 #include "slotmemory.h"
+#include "slotpool.h"
 #ifdef CIPC_HAVE_CUDA
+#include "cudaframes.h"
+#include "pinnedmemory.h"
 #include "release_worker.h"
+#endif
+#ifdef CIPC_HAVE_GST_CUDA
+#include "cudainterop.h"
 #endif
 
 #ifndef PACKAGE
@@ -37,7 +43,15 @@ static gboolean plugin_init(GstPlugin* plugin) {
   GST_DEBUG_CATEGORY_INIT(cipc_slots_debug, "cudaipc-release", 0,
                           "cudaipc: waits for GPU reads before frames are released");
   cipc_slots::set_warning_handler(slots_warning);
+  cipc_gst::init_cuda_frames_debug();
+  gst_cipc_pinned_init_debug();
 #endif
+#ifdef CIPC_HAVE_GST_CUDA
+  cipc_gst::init_cuda_interop_debug();
+#endif
+  // Every debug category exists once the plugin is loaded, so that --gst-debug-help lists
+  // them all; the slot pool's is made with its type.
+  g_type_ensure(GST_TYPE_CIPC_SLOT_POOL);
   // Registers the slot allocator by name; without it no element could make slot memory.
   if (gst_cipc_slot_allocator_get() == nullptr) {
     GST_ERROR_OBJECT(plugin, "could not create the %s allocator", GST_CIPC_SLOT_MEMORY_TYPE);

@@ -96,6 +96,27 @@ bool have_factory(const char* name) {
   return true;
 }
 
+// Loading the plugin registers every category it logs in, so that --gst-debug-help lists them
+// all; four used to appear only once their code first ran (issue 43, item 10). Runs first, in a
+// process where nothing of the plugin has run yet.
+TEST(DebugCategories, EveryCategoryIsRegisteredWhenThePluginLoads) {
+  ASSERT_TRUE(gst_plugin_load_by_name("cudaipc") != nullptr) << "the cudaipc plugin did not load";
+  std::vector<std::string> expected = {
+      "cudaipc-sink",    "cudaipc-src",   "cudaipc-bgratorg10", "cudaipc-rg10replaysrc",
+      "cudaipc-v4l2src", "cudaipc-slots", "cudaipc-slotpool"};
+#ifdef CIPC_HAVE_CUDA
+  for (const char* name :
+       {"cudaipc-frames", "cudaipc-release", "cudaipc-rg10tobgra", "cudaipc-pinned"})
+    expected.push_back(name);
+#endif
+#ifdef CIPC_HAVE_GST_CUDA
+  expected.push_back("cudaipc-cuda-interop");
+#endif
+  const std::set<std::string> names = category_names();
+  for (const std::string& name : expected)
+    EXPECT_EQ(names.count(name), 1u) << name << " is not registered when the plugin loads";
+}
+
 TEST(DebugCategories, EveryCategoryStartsWithCudaipcAndEveryElementLogsInItsOwn) {
   const std::set<std::string> before = category_names();
   ASSERT_TRUE(gst_plugin_load_by_name("cudaipc") != nullptr) << "the cudaipc plugin did not load";

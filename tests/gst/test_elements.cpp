@@ -409,6 +409,34 @@ TEST_F(Elements, SlotsOfAnotherElementsPoolAreCopiedDespiteTheSameGeneration) {
   TearDownBus();
 }
 
+// Every element names its reference in its metadata (gst-inspect-1.0's "Doc-uri"): the section
+// of docs/elements.md named after it, where the Debian package installs that page (issue 43,
+// item 10). The section exists in the source tree's page.
+TEST_F(Elements, EveryElementNamesItsReferenceSection) {
+  const char* root = g_getenv("CUDAIPC_SOURCE_ROOT");
+  std::string page;
+  if (root) {
+    gchar* text = nullptr;
+    if (g_file_get_contents((std::string(root) + "/docs/elements.md").c_str(), &text, nullptr,
+                            nullptr))
+      page = text;
+    g_free(text);
+  }
+  for (const char* name : {"cudasink-ipc", "cudasrc-ipc", "bgratorg10", "rg10replaysrc",
+                           "rg10tobgra", "cudav4l2src"}) {
+    GstElementFactory* factory = gst_element_factory_find(name);
+    if (!factory) continue;  // rg10tobgra is built only with the CUDA toolkit
+    const gchar* uri = gst_element_factory_get_metadata(factory, GST_ELEMENT_METADATA_DOC_URI);
+    EXPECT_EQ(std::string(uri ? uri : ""),
+              std::string("file:///usr/share/doc/gstreamer1.0-cudaipc/docs/elements.md#") + name);
+    if (root) {
+      EXPECT_NE(page.find(std::string("\n## ") + name + "\n"), std::string::npos)
+          << "docs/elements.md has no section '## " << name << "'";
+    }
+    gst_object_unref(factory);
+  }
+}
+
 // A sink that cannot start posts one error, the one naming the cause: not also basesink's
 // generic "some element failed to post a proper error message" (issue 43, item 10).
 TEST_F(Elements, FailedSinkStartPostsOneErrorNamingTheCause) {
