@@ -374,6 +374,19 @@ static gboolean gst_cuda_src_ipc_start(GstBaseSrc* src) {
   config.reconnect = s.reconnect;
   config.reconnect_interval_ms = s.reconnect_interval;
   config.connect_timeout_ms = s.connect_timeout;
+  // A wait for a producer says at INFO what it waits for, and at DEBUG each attempt.
+  config.on_retry = [self, s](const cipc::ConnectAttempt& a) {
+    const char* why = a.error ? a.error->message.c_str() : "";
+    if (a.number == 1) {
+      const bool forever = s.reconnect || s.connect_timeout == 0;
+      GST_INFO_OBJECT(
+          self, "%s a producer at %s, %s, trying every %u ms: %s",
+          a.after_loss ? "lost the producer; waiting for" : "waiting for", s.socket_path.c_str(),
+          forever ? "for as long as it takes" : "until connect-timeout", s.reconnect_interval, why);
+    }
+    GST_DEBUG_OBJECT(self, "attempt %" G_GUINT64_FORMAT " to reach %s: %s", a.number,
+                     s.socket_path.c_str(), why);
+  };
   p.client = std::make_unique<cipc::ConsumerClient>(
       config, [self](const cipc::Welcome& w) { return choose_backend(self, w); }, &p.waker);
   return TRUE;

@@ -45,6 +45,7 @@ ClientEvent ConsumerClient::attach(uint64_t deadline_ns) {
     if (consumer) {
       consumer_ = std::move(consumer.value());
       ++connects_;
+      failed_attempts_ = 0;
       out.kind = ClientEvent::Kind::kAttached;
       out.new_instance = consumer_->instance_id() != instance_id_;
       instance_id_ = consumer_->instance_id();
@@ -60,6 +61,13 @@ ClientEvent ConsumerClient::attach(uint64_t deadline_ns) {
       out.error = e;
       out.after_loss = connects_ > 0;
       return out;
+    }
+    if (config_.on_retry) {
+      ConnectAttempt attempt;
+      attempt.number = ++failed_attempts_;
+      attempt.after_loss = connects_ > 0;
+      attempt.error = &e;
+      config_.on_retry(attempt);
     }
     if (monotonic_ns() >= deadline_ns) {
       out.kind = ClientEvent::Kind::kTimeout;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "consumer.h"
@@ -14,11 +15,22 @@
 
 namespace cipc {
 
+// One failed attempt to reach a producer that the client will try again (nobody serves the
+// path yet, or the producer went away), for the application's log: the first of a wait says
+// what it waits for, the others each attempt.
+struct ConnectAttempt {
+  uint64_t number = 0;           // 1 for the first failed attempt of this wait
+  bool after_loss = false;       // the wait began when an attached producer went away
+  const Error* error = nullptr;  // why this attempt failed
+};
+
 struct ClientConfig {
   ConsumerConfig consumer;
   bool reconnect = false;                // wait for a producer again when it goes away
   uint32_t reconnect_interval_ms = 100;  // between attempts to reach the producer
   uint32_t connect_timeout_ms = 5000;    // to find a producer at first; 0 (or reconnect) = forever
+  // Called, on the thread of next(), after each failed attempt that will be retried.
+  std::function<void(const ConnectAttempt&)> on_retry;
 };
 
 struct ClientEvent {
@@ -82,6 +94,7 @@ class ConsumerClient {
   Waker* waker_;
   std::unique_ptr<Consumer> consumer_;
   uint64_t connects_ = 0;
+  uint64_t failed_attempts_ = 0;  // of the wait under way (on_retry numbers them)
   uint64_t instance_id_ = 0;
   uint64_t slots_before_ = 0;  // slot imports of earlier connections
   uint64_t retired_before_ = 0;

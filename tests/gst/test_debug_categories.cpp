@@ -117,6 +117,50 @@ TEST(DebugCategories, EveryCategoryIsRegisteredWhenThePluginLoads) {
     EXPECT_EQ(names.count(name), 1u) << name << " is not registered when the plugin loads";
 }
 
+// cudasrc-ipc waiting for a producer that does not come says at INFO what it waits for, once,
+// and at DEBUG each attempt (issue 43, item 10: before, nothing at any level).
+TEST(DebugCategories, WaitingForAProducerIsLoggedAtInfoAndEachAttemptAtDebug) {
+  ASSERT_TRUE(gst_plugin_load_by_name("cudaipc") != nullptr);
+  struct Seen {
+    std::mutex mutex;
+    std::vector<std::pair<GstDebugLevel, std::string>> lines;
+  } seen;
+  gst_debug_set_active(TRUE);
+  gst_debug_remove_log_function(gst_debug_log_default);
+  gst_debug_set_threshold_from_string("cudaipc-src:5", TRUE);
+  GstLogFunction log = [](GstDebugCategory* category, GstDebugLevel level, const gchar*,
+                          const gchar*, gint, GObject*, GstDebugMessage* message, gpointer data) {
+    if (std::string(gst_debug_category_get_name(category)) != "cudaipc-src") return;
+    auto* s = static_cast<Seen*>(data);
+    std::lock_guard<std::mutex> lock(s->mutex);
+    s->lines.emplace_back(level, gst_debug_message_get(message));
+  };
+  gst_debug_add_log_function(log, &seen, nullptr);
+  const std::string socket = "/tmp/cudaipc-nobody-" + std::to_string(getpid()) + ".sock";
+  GstElement* pipeline = gst_parse_launch(
+      ("cudasrc-ipc reconnect=true reconnect-interval=20 socket-path=" + socket + " ! fakesink")
+          .c_str(),
+      nullptr);
+  ASSERT_NE(pipeline, nullptr);
+  gst_element_set_state(pipeline, GST_STATE_PLAYING);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  gst_element_set_state(pipeline, GST_STATE_NULL);
+  gst_object_unref(pipeline);
+  gst_debug_remove_log_function(log);
+  gst_debug_add_log_function(gst_debug_log_default, nullptr, nullptr);
+  gst_debug_set_threshold_from_string("", TRUE);
+
+  size_t info = 0, attempts = 0;
+  for (const auto& line : seen.lines) {
+    if (line.first == GST_LEVEL_INFO &&
+        line.second.find("waiting for a producer at " + socket) != std::string::npos)
+      ++info;
+    if (line.first == GST_LEVEL_DEBUG && line.second.find("attempt ") == 0) ++attempts;
+  }
+  EXPECT_EQ(info, 1u);
+  EXPECT_GE(attempts, 3u);
+}
+
 TEST(DebugCategories, EveryCategoryStartsWithCudaipcAndEveryElementLogsInItsOwn) {
   const std::set<std::string> before = category_names();
   ASSERT_TRUE(gst_plugin_load_by_name("cudaipc") != nullptr) << "the cudaipc plugin did not load";

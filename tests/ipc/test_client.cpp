@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "client.h"
 #include "host_memory.h"
@@ -152,6 +153,50 @@ TEST_F(Client, ReconnectWaitsPastConnectTimeout) {
   const ClientEvent ev = c->next();
   later.join();
   EXPECT_EQ(ev.kind, Kind::kAttached) << "reconnect=true waits for a producer forever";
+}
+
+// Each failed attempt that will be retried is reported, numbered from 1 for each wait, with
+// why it failed: an application logs what it waits for (issue 43, item 10). The attempt that
+// ends the wait (attached, or connect-timeout) is not one.
+TEST_F(Client, EachRetriedAttemptIsReportedWithItsNumberAndCause) {
+  ClientConfig c = config(true, 20);
+  std::vector<uint64_t> numbers;
+  std::vector<bool> after_loss;
+  std::string first_error;
+  c.on_retry = [&](const ConnectAttempt& a) {
+    numbers.push_back(a.number);
+    after_loss.push_back(a.after_loss);
+    if (first_error.empty() && a.error) first_error = a.error->message;
+  };
+  auto cl = client(c);
+  std::unique_ptr<Producer> producer;
+  std::thread later([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    producer = start_producer();
+  });
+  ASSERT_EQ(cl->next().kind, Kind::kAttached);
+  later.join();
+  ASSERT_GE(numbers.size(), 2u);
+  for (size_t i = 0; i < numbers.size(); ++i) EXPECT_EQ(numbers[i], i + 1);
+  EXPECT_FALSE(after_loss.front());
+  EXPECT_NE(first_error.find(path_), std::string::npos) << first_error;
+
+  // The producer goes: the next wait counts from 1 again, after a loss.
+  numbers.clear();
+  after_loss.clear();
+  producer.reset();
+  ClientEvent ev = cl->next();
+  while (ev.kind == Kind::kCaps || ev.kind == Kind::kFrame) ev = cl->next();
+  ASSERT_EQ(ev.kind, Kind::kLost) << ev.error.message;
+  std::thread again([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    producer = start_producer();
+  });
+  ASSERT_EQ(cl->next().kind, Kind::kAttached);
+  again.join();
+  ASSERT_GE(numbers.size(), 1u);
+  EXPECT_EQ(numbers.front(), 1u);
+  EXPECT_TRUE(after_loss.front());
 }
 
 TEST_F(Client, WakerInterruptsTheWaitForAProducer) {
