@@ -159,6 +159,7 @@ struct SrcPrivate {
   uint64_t last_sequence = 0;
   bool discont = true;
   bool first_frame = true;  // no frame yet from the producer attached last (logged at INFO)
+  bool warned_one_in_flight = false;  // warn_if_one_frame_cannot_flow(), once per producer
   GstCaps* caps = nullptr;  // the producer's current caps (object lock: get_caps reads it)
   GstVideoInfo info;
   Window window;
@@ -500,6 +501,31 @@ static gboolean gst_cuda_src_ipc_negotiate(GstBaseSrc* src) {
   return ok;
 }
 
+// A sink that keeps the last frame it got (appsink, fakesink, the display sinks) lets it go only
+// when the next one arrives. Where frames go downstream in the producer's slots, a consumer
+// granted one frame in flight can therefore never receive a second: the producer evicts it at
+// release-timeout. Said once per producer, with what to change.
+static void warn_if_one_frame_cannot_flow(GstCudaSrcIpc* self) {
+  SrcPrivate& p = *self->priv;
+  const cipc_gst::SrcOutputKind kind = p.output->kind();
+  const bool slots_downstream =
+      kind == cipc_gst::SrcOutputKind::kShared || kind == cipc_gst::SrcOutputKind::kGstCudaWrapped;
+  const cipc::Consumer* consumer = p.client ? p.client->consumer() : nullptr;
+  if (!slots_downstream || !consumer || consumer->welcome().max_in_flight >= 2 ||
+      p.warned_one_in_flight)
+    return;
+  p.warned_one_in_flight = true;
+  GST_ELEMENT_WARNING(
+      self, RESOURCE, SETTINGS,
+      ("Only one frame may be in flight to this consumer (max-in-flight=%u here, %u granted by "
+       "the producer), but its frames go downstream in the producer's slots: a sink that keeps "
+       "its last frame (appsink, fakesink, display sinks) holds that one until the next, which "
+       "cannot come, and the producer will disconnect this consumer at its release-timeout. Set "
+       "max-in-flight to 2 or more on both elements.",
+       p.active.max_in_flight, consumer->welcome().max_in_flight),
+      (nullptr));
+}
+
 static gboolean gst_cuda_src_ipc_set_caps(GstBaseSrc* src, GstCaps* caps) {
   auto* self = GST_CUDA_SRC_IPC(src);
   SrcPrivate& p = *self->priv;
@@ -565,6 +591,7 @@ static gboolean gst_cuda_src_ipc_set_caps(GstBaseSrc* src, GstCaps* caps) {
   }
   p.output_for_cuda = p.producer_cuda;
   GST_INFO_OBJECT(self, "output %s: %" GST_PTR_FORMAT, cipc_gst::describe(kind), caps);
+  warn_if_one_frame_cannot_flow(self);
   return TRUE;
 }
 
@@ -839,6 +866,7 @@ static GstFlowReturn gst_cuda_src_ipc_create(GstPushSrc* push, GstBuffer** out) 
         p.last_sequence = 0;
         p.discont = true;
         p.first_frame = true;
+        p.warned_one_in_flight = false;
         p.timestamps.reset();
         GST_INFO_OBJECT(self, "attached to %s (%s memory, %u frames in flight)",
                         s.socket_path.c_str(), cipc::to_string(w.memory_kind), w.max_in_flight);

@@ -41,6 +41,10 @@
 // `UNDECODABLE <TYPE> version <v>: <why>` or `CLOSED ...` (fake-producer prefixes what the
 // consumer says after WELCOME with `PEER `).
 //
+// --flags-record FILE (consume) writes one line per buffer: `offset flags`, flags being the
+// letters of DISCONT (D), DELTA_UNIT (U) and GAP (G) set on it, or "-". produce --mark-flags sets
+// DELTA_UNIT on every frame whose index is not a multiple of 3 and GAP on every 7th from index 3.
+//
 // --record FILE writes one line per buffer: `index pts duration offset crc32`, where pts and
 // duration are nanoseconds ("none" when unset) and crc32 covers only the visible bytes of every
 // plane, row by row (so padding and plane placement do not matter). The producer records at
@@ -300,6 +304,7 @@ struct Producer {
   bool have_info = false;
   uint64_t index = 0;
   bool lockstep = false;
+  bool mark_flags = false;  // --mark-flags
   bool swap_uv = false;
   uint64_t swapped = 0;  // frames sent with the V plane before the U plane
   uint64_t max_in_flight = 4;
@@ -366,6 +371,12 @@ GstPadProbeReturn producer_probe(GstPad*, GstPadProbeInfo* info, gpointer data) 
     return GST_PAD_PROBE_OK;
   }
   GstBuffer* buffer = GST_PAD_PROBE_INFO_BUFFER(info);
+  if (p->mark_flags) {
+    buffer = gst_buffer_make_writable(buffer);
+    GST_PAD_PROBE_INFO_DATA(info) = buffer;
+    if (p->index % 3 != 0) GST_BUFFER_FLAG_SET(buffer, GST_BUFFER_FLAG_DELTA_UNIT);
+    if (p->index % 7 == 3) GST_BUFFER_FLAG_SET(buffer, GST_BUFFER_FLAG_GAP);
+  }
   if (p->swap_uv && swap_chroma_planes(buffer)) ++p->swapped;
   // Lockstep: never hand the sink a frame while any consumer could be at max-in-flight, so
   // that no consumer misses a frame (the producer never waits for consumers by itself).
@@ -545,7 +556,8 @@ int run_produce(const Args& a) {
                "address-space-mb",
                "change-every",
                "formats",
-               "sizes"},
+               "sizes",
+               "mark-flags"},
               &unknown)) {
     fprintf(stderr, "produce: unknown option --%s\n", unknown.c_str());
     return kExitUsage;
@@ -604,6 +616,7 @@ int run_produce(const Args& a) {
     g_strfreev(sizes);
   }
   p.lockstep = a.has("lockstep");
+  p.mark_flags = a.has("mark-flags");
   p.swap_uv = a.has("swap-uv");
   p.max_in_flight = static_cast<uint64_t>(a.num("max-in-flight", 4));
   p.min_consumers = a.num("min-consumers", 0);
@@ -724,7 +737,7 @@ int run_consume(const Args& a) {
   std::string unknown;
   if (!a.only({"socket", "frames", "reconnect", "record", "hold-ms", "timeout-s", "max-in-flight",
                "connect-timeout", "reconnect-interval", "stats-every-ms", "system-memory",
-               "sleep-us", "downstream", "io-mode"},
+               "sleep-us", "downstream", "io-mode", "flags-record"},
               &unknown)) {
     fprintf(stderr, "consume: unknown option --%s\n", unknown.c_str());
     return kExitUsage;
@@ -739,6 +752,8 @@ int run_consume(const Args& a) {
   const long tick_ms = a.num("stats-every-ms", 0);
   Recorder recorder;
   if (!recorder.open(a.str("record"))) return kExitUsage;
+  Recorder flags_recorder;
+  if (!flags_recorder.open(a.str("flags-record"))) return kExitUsage;
 
   struct sigaction sa {};
   sa.sa_handler = consumer_signal;
@@ -849,6 +864,16 @@ int run_consume(const Args& a) {
       if (why.empty() && !visible_crc(&info, buffer, &crc))
         out_line("NONCONFORMING " + std::to_string(received) + " it maps, then does not");
       recorder.write(record_line(received - 1, buffer, crc));
+      if (flags_recorder.enabled()) {
+        std::string flags;
+        if (GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DISCONT)) flags += 'D';
+        if (GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DELTA_UNIT)) flags += 'U';
+        if (GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_GAP)) flags += 'G';
+        const std::string offset = GST_BUFFER_OFFSET_IS_VALID(buffer)
+                                       ? std::to_string(GST_BUFFER_OFFSET(buffer))
+                                       : std::string("none");
+        flags_recorder.write(offset + " " + (flags.empty() ? "-" : flags));
+      }
       out_line("FRAME " + std::to_string(received) + " " +
                std::to_string(GST_VIDEO_INFO_WIDTH(&info)) + "x" +
                std::to_string(GST_VIDEO_INFO_HEIGHT(&info)));
@@ -1103,6 +1128,7 @@ int usage() {
           "          [--stats-every-ms MS] [--swap-uv] [--timeout-s T] [--stop-grace-ms MS]\n"
           "          [--memory host|cuda] [--backpressure auto|block|drop]\n"
           "          [--address-space-mb MB (ulimit -v)]\n"
+          "          [--mark-flags (DELTA_UNIT, GAP on a fixed rule)]\n"
           "          [--change-every K --formats F,F.. --sizes WxH,WxH.. (new caps every K\n"
           "          frames, each format with each size in turn)]\n"
           "  consume --socket PATH [--frames N (0: until EOS)] [--reconnect] [--record FILE]\n"
@@ -1110,6 +1136,7 @@ int usage() {
           "          [--reconnect-interval MS] [--stats-every-ms MS] [--system-memory]\n"
           "          [--sleep-us US (identity sleep-time: a slow consumer)]\n"
           "          [--io-mode import|copy] [--downstream 'ELEMENTS' (before appsink)]\n"
+          "          [--flags-record FILE (offset and D/U/G flags per buffer)]\n"
           "  launch [-e] PIPELINE-DESCRIPTION (as gst-launch-1.0; prints STARTED, SENT-EOS, EOS, "
           "ERROR,\n"
           "         WARNING)\n"
@@ -1131,8 +1158,9 @@ int main(int argc, char** argv) {
     gst_deinit();
     return code;
   }
-  const Args args(argc, argv,
-                  {"wait-for-consumer", "lockstep", "swap-uv", "reconnect", "system-memory"});
+  const Args args(
+      argc, argv,
+      {"wait-for-consumer", "lockstep", "swap-uv", "reconnect", "system-memory", "mark-flags"});
   if (!args.bad().empty()) {
     fprintf(stderr, "%s\n", args.bad().c_str());
     return usage();

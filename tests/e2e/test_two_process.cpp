@@ -311,6 +311,90 @@ INSTANTIATE_TEST_SUITE_P(EveryOutput, CudaCapsChange, ::testing::ValuesIn(kCudaO
                            return std::string(info.param.name);
                          });
 
+// Buffer flags as downstream relies on them (issue 43, test gaps): `offset flags` per line of a
+// consumer's --flags-record.
+std::vector<std::pair<std::string, std::string>> read_flags(const std::string& file) {
+  std::vector<std::pair<std::string, std::string>> lines;
+  std::ifstream in(file);
+  std::string offset, flags;
+  while (in >> offset >> flags) lines.emplace_back(offset, flags);
+  return lines;
+}
+
+bool has_flag(const std::string& flags, char flag) {
+  return flags.find(flag) != std::string::npos;
+}
+
+// DELTA_UNIT and GAP cross with each frame as the producer set them, and DISCONT marks only
+// the first frame of an uninterrupted stream.
+TEST_F(TwoProcess, DeltaUnitAndGapCrossWithEachFrameAndOnlyTheFirstIsDiscont) {
+  constexpr size_t kFrames = 60;
+  run_bit_exact("I420", 160, 120, kFrames, {"--mark-flags"}, {"--flags-record", path("flags.txt")});
+  const auto lines = read_flags(path("flags.txt"));
+  ASSERT_EQ(lines.size(), kFrames);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    SCOPED_TRACE("frame " + std::to_string(i) + " flags " + lines[i].second);
+    EXPECT_EQ(lines[i].first, std::to_string(i)) << "offset";
+    EXPECT_EQ(has_flag(lines[i].second, 'U'), i % 3 != 0) << "DELTA_UNIT";
+    EXPECT_EQ(has_flag(lines[i].second, 'G'), i % 7 == 3) << "GAP";
+    EXPECT_EQ(has_flag(lines[i].second, 'D'), i == 0) << "DISCONT";
+    if (HasFailure()) break;
+  }
+}
+
+// A consumer that skips frames (two in flight, slow) while another takes every one: DISCONT is
+// on exactly the frames after a gap, never on the next frame of an unbroken run.
+TEST_F(TwoProcess, FramesAfterSkippedOnesAreDiscontAndOnlyThose) {
+  const std::string sock = path("skips.sock");
+  Process& prod = producer("producer", {"--socket", sock, "--fps", "60", "--format", "I420",
+                                        "--width", "160", "--height", "120"});
+  Process& fast = consumer("fast", {"--socket", sock, "--timeout-s", "60"});
+  Process& slow =
+      consumer("slow", {"--socket", sock, "--frames", "40", "--max-in-flight", "2", "--sleep-us",
+                        "40000", "--flags-record", path("slow-flags.txt"), "--timeout-s", "60"});
+  EXPECT_EQ(slow.wait_exit(seconds(60)), std::optional<int>(0)) << slow.transcript();
+  fast.signal(SIGINT);
+  EXPECT_EQ(fast.wait_exit(kExitTimeout), std::optional<int>(0));
+  stop_producer(prod);
+  const std::string fstats = fast.last("STATS ").value_or("");
+  ASSERT_EQ(stat_of(fstats, "frames-skipped"), 0u)
+      << "every frame went to the fast consumer, so the slow one's gaps are its skips: " << fstats;
+  const auto lines = read_flags(path("slow-flags.txt"));
+  ASSERT_EQ(lines.size(), 40u);
+  size_t gaps = 0;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const uint64_t before = std::stoull(lines[i - 1].first), now = std::stoull(lines[i].first);
+    ASSERT_GT(now, before) << "offsets out of order at frame " << i;
+    const bool gap = now > before + 1;
+    gaps += gap;
+    EXPECT_EQ(has_flag(lines[i].second, 'D'), gap)
+        << "frame " << i << " (offset " << now << " after " << before << ")";
+  }
+  EXPECT_TRUE(has_flag(lines[0].second, 'D')) << "the first frame";
+  EXPECT_GE(gaps, 5u) << "the slow consumer should have skipped frames";
+  const std::string sstats = slow.last("STATS ").value_or("");
+  EXPECT_GE(stat_of(sstats, "frames-skipped").value_or(0), gaps) << sstats;
+}
+
+// One frame in flight cannot flow into a sink that keeps its last frame (appsink here): the
+// consumer says so, naming max-in-flight, before the producer evicts it; with two it streams.
+TEST_F(TwoProcess, OneFrameInFlightIntoASinkThatKeepsItIsNamedAndTwoStream) {
+  const std::string sock = path("one.sock");
+  Process& prod = producer("producer", {"--socket", sock, "--fps", "60"});
+  Process& one = consumer(
+      "one", {"--socket", sock, "--frames", "20", "--max-in-flight", "1", "--timeout-s", "30"});
+  ASSERT_TRUE(one.wait_line("WARNING", kEventTimeout)) << one.transcript();
+  const std::string warning = one.first("WARNING").value_or("");
+  EXPECT_TRUE(contains(warning, "max-in-flight to 2 or more")) << warning;
+  one.wait_exit(kExitTimeout);
+  Process& two = consumer(
+      "two", {"--socket", sock, "--frames", "20", "--max-in-flight", "2", "--timeout-s", "30"});
+  EXPECT_EQ(two.wait_exit(seconds(30)), std::optional<int>(0)) << two.transcript();
+  EXPECT_EQ(two.frames(), 20u);
+  EXPECT_EQ(two.count("WARNING"), 0u) << two.transcript();
+  stop_producer(prod);
+}
+
 // Two consumers attached before the first frame both get all 100 frames, bit-exact.
 TEST_F(TwoProcess, TwoConsumersReceiveTheSameFramesBitExact) {
   const std::string sock = path("two.sock");
