@@ -237,14 +237,12 @@ const OutputCase kCudaOutputs[] = {
     {"Slot", {}, "I420,BGRA,NV12,RGB"},  // the imported slot (a CPU map downloads it)
     {"PrivateCopy", {"--io-mode", "copy"}, "I420,BGRA,NV12,RGB"},
     {"Download", {"--system-memory"}, "I420,BGRA,NV12,RGB"},
-    // Even sizes only: I420 at an odd size (161x97) through GStreamer 1.22's CUDA memory, read
-    // back through its CPU map, differs from the producer's frame in every frame (H100, without
-    // any caps change; NV12 and BGRA at that size are exact). Open: whether our copy or 1.22's
-    // layout of that memory is at fault (the closing note of issue 43 has the commands).
+    // Downloaded by cudadownload itself: GStreamer 1.22's own CPU map of its CUDA memory reads
+    // I420 and YV12 of an odd height wrongly (every frame differs; cudadownload of the same
+    // buffers is exact, H100), so the buffers are not handed to the CPU map.
     {"GstCudaMemory",
-     {"--downstream", "video/x-raw(memory:CUDAMemory) ! cudadownload"},
-     "I420,BGRA,NV12",
-     "320x240,160x96"},
+     {"--downstream", "video/x-raw(memory:CUDAMemory) ! cudadownload ! video/x-raw"},
+     "I420,BGRA,NV12"},
     {"GlTexture",
      {"--downstream", "video/x-raw(memory:GLMemory),format={BGRA,RGBA} ! gldownload"},
      "BGRA,RGBA"},
