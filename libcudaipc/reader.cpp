@@ -78,6 +78,10 @@ struct cudaipc_reader {
   // rather than timing out or quietly attaching to the producer again.
   int final_status = CUDAIPC_OK;
   std::string final_reason;
+  // CUDAIPC_FRAME_DISCONT for frames after a gap in the producer's sequence (frames this reader
+  // was not sent) and for the first frame of each producer, as cudasrc-ipc marks its buffers.
+  uint64_t last_sequence = 0;
+  bool discont = true;
 };
 
 struct cudaipc_frame {
@@ -238,6 +242,10 @@ static int fill_frame(cudaipc_reader* r, cipc::ReceivedFrame& received, cudaipc_
   i.offset = m.offset;
   i.send_time_ns = m.send_time;
   i.flags = m.flags & cipc::Frame::kKnownFlags;
+  if (r->discont || (r->last_sequence && m.sequence > r->last_sequence + 1))
+    i.flags |= CUDAIPC_FRAME_DISCONT;
+  r->discont = false;
+  r->last_sequence = m.sequence;
   f->frame = std::move(received);
   f->counters = r->counters;
   ++r->counters->received;
@@ -282,7 +290,10 @@ int cudaipc_reader_next(cudaipc_reader* r, int timeout_ms, cudaipc_frame** frame
         continue;
       }
       case cipc::ClientEvent::Kind::kAttached:
-      case cipc::ClientEvent::Kind::kLost: continue;
+      case cipc::ClientEvent::Kind::kLost:
+        r->discont = true;
+        r->last_sequence = 0;
+        continue;
       case cipc::ClientEvent::Kind::kEos:
         return finish(r, CUDAIPC_END, "the producer ended the stream");
       case cipc::ClientEvent::Kind::kEnded:

@@ -113,6 +113,7 @@ class Reader : public PeerFixture {
                         std::to_string(height), "--record", path("produced.txt")});
     ASSERT_EQ(open(), CUDAIPC_OK) << cudaipc_last_error();
     std::vector<Record> received;
+    std::vector<cudaipc_frame_info> infos;
     for (size_t i = 0; i < frames; ++i) {
       cudaipc_frame* f = next_frame();
       ASSERT_NE(f, nullptr) << "frame " << i;
@@ -129,6 +130,7 @@ class Reader : public PeerFixture {
       r.offset = info.offset;
       r.crc = visible_crc(info);
       received.push_back(r);
+      infos.push_back(info);
       EXPECT_EQ(cudaipc_frame_release(f, nullptr), CUDAIPC_OK);
     }
     cudaipc_frame* after = nullptr;
@@ -143,6 +145,24 @@ class Reader : public PeerFixture {
       if (i) distinct += produced[i].crc != produced[i - 1].crc;
     }
     EXPECT_GE(distinct + 1, frames * 9 / 10) << "the pattern frames should differ";
+    // What else each frame carries (issue 43, test gaps): the producer's durations, its PTS
+    // spacing to the nanosecond (the clocks differ, the intervals may not), one sequence number
+    // after another, send times in order, and for this unpaced (not live) stream with nothing
+    // skipped: neither LIVE nor, past the first frame, DISCONT.
+    for (size_t i = 0; i < frames && !HasFailure(); ++i) {
+      SCOPED_TRACE("frame " + std::to_string(i));
+      const cudaipc_frame_info& info = infos[i];
+      ASSERT_TRUE(produced[i].duration.has_value());
+      EXPECT_EQ(info.duration_ns, *produced[i].duration);
+      EXPECT_NE(info.send_time_ns, 0u);
+      EXPECT_EQ(info.flags & CUDAIPC_FRAME_LIVE, 0u);
+      if (i == 0) continue;
+      ASSERT_TRUE(produced[i].pts && produced[i - 1].pts);
+      EXPECT_EQ(info.pts_ns - infos[i - 1].pts_ns, *produced[i].pts - *produced[i - 1].pts);
+      EXPECT_EQ(info.sequence, infos[i - 1].sequence + 1);
+      EXPECT_GE(info.send_time_ns, infos[i - 1].send_time_ns);
+      EXPECT_EQ(info.flags & CUDAIPC_FRAME_DISCONT, 0u);
+    }
     const cudaipc_reader_stats s = stats();
     EXPECT_EQ(s.frames_received, frames);
     EXPECT_EQ(s.frames_held, 0u);
@@ -153,6 +173,40 @@ class Reader : public PeerFixture {
 
   cudaipc_reader* reader_ = nullptr;
 };
+
+// A reader slower than a live producer, holding its one frame in flight while it works: it
+// misses frames, and the frame after each gap (and only those, past the first) says DISCONT;
+// every frame of the live source says LIVE; the producer's offsets and sequence numbers show the
+// same gaps (issue 43, test gaps).
+TEST_F(Reader, FramesAfterMissedOnesAreDiscontAndALiveSourceIsLive) {
+  Process& prod =
+      start_producer({"--fps", "60", "--format", "GRAY8", "--width", "64", "--height", "48"});
+  ASSERT_EQ(open(/*max_in_flight=*/1), CUDAIPC_OK) << cudaipc_last_error();
+  std::vector<cudaipc_frame_info> infos;
+  for (int i = 0; i < 20; ++i) {
+    cudaipc_frame* f = next_frame();
+    ASSERT_NE(f, nullptr) << "frame " << i;
+    cudaipc_frame_info info;
+    ASSERT_EQ(cudaipc_frame_get_info(f, &info), CUDAIPC_OK);
+    infos.push_back(info);
+    std::this_thread::sleep_for(std::chrono::milliseconds(40));  // the work, frame in hand
+    EXPECT_EQ(cudaipc_frame_release(f, nullptr), CUDAIPC_OK);
+  }
+  size_t gaps = 0;
+  for (size_t i = 0; i < infos.size(); ++i) {
+    SCOPED_TRACE("frame " + std::to_string(i));
+    EXPECT_NE(infos[i].flags & CUDAIPC_FRAME_LIVE, 0u);
+    if (i == 0) continue;
+    ASSERT_GT(infos[i].sequence, infos[i - 1].sequence);
+    const bool gap = infos[i].sequence > infos[i - 1].sequence + 1;
+    gaps += gap;
+    EXPECT_EQ((infos[i].flags & CUDAIPC_FRAME_DISCONT) != 0, gap);
+    EXPECT_EQ(infos[i].offset - infos[i - 1].offset, infos[i].sequence - infos[i - 1].sequence)
+        << "the producer's frame numbers skip as its sequence numbers do";
+  }
+  EXPECT_GE(gaps, 5u) << "a reader at 25 frames/s of a 60 frames/s source misses frames";
+  stop_producer(prod);
+}
 
 TEST_F(Reader, BgraFramesArriveBitExactWithTheirOffsets) {
   expect_bit_exact("BGRA", 64, 48, 200);

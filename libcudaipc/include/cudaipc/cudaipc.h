@@ -90,7 +90,7 @@ typedef enum {
 } cudaipc_memory;
 
 /* cudaipc_frame_info.flags */
-#define CUDAIPC_FRAME_DISCONT 1u    /* frames were skipped before this one */
+#define CUDAIPC_FRAME_DISCONT 1u    /* first frame of a producer, or frames skipped before it */
 #define CUDAIPC_FRAME_DELTA_UNIT 2u /* GStreamer's DELTA_UNIT */
 #define CUDAIPC_FRAME_GAP 4u        /* GStreamer's GAP */
 #define CUDAIPC_FRAME_LIVE 8u       /* the producer's source is live */
