@@ -7,6 +7,7 @@
 //                             --stamps FILE]
 //   cudaipc-cuda-peer consume --socket P [--frames N --record FILE --io-mode import|copy
 //                             --arrivals FILE --hold-ms M --timeout-s T --device D
+//                             --keep-held K --reread FILE
 //                             --max-in-flight M --cpu-map 1
 //                             --transport cuda|gst-cuda|gl|host|shm
 //                             --width W --height H]
@@ -94,6 +95,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -130,6 +132,10 @@ struct Options {
   int width = 1920, height = 1080, fps = 0, device = -1, hold_ms = 0, timeout_s = 60,
       max_in_flight = 8;
   int pool_size = 8, consumers = 1;
+  // consume (CUDA transport): keep the last --keep-held frames until the stream has ended, then
+  // checksum them again into --reread (as --record writes), e.g. after their producer was killed.
+  int keep_held = 0;
+  std::string reread;
   // --source nvh264dec: its num-output-surfaces (0: its default). 1 makes it copy each frame into
   // the exportable pool cudasink-ipc proposes (GStreamer >= 1.24) instead of handing out its own
   // output surfaces, which the sink must copy.
@@ -191,6 +197,10 @@ Options parse(int argc, char** argv) {
       o.device = std::stoi(v);
     else if (k == "--hold-ms")
       o.hold_ms = std::stoi(v);
+    else if (k == "--keep-held")
+      o.keep_held = std::stoi(v);
+    else if (k == "--reread")
+      o.reread = v;
     else if (k == "--cpu-map")
       o.cpu_map = v == "1";
     else if (k == "--streaming-thread")
@@ -975,6 +985,7 @@ int consume(const Options& o) {
   uint64_t first_ns = 0, last_ns = 0;
   CpuMeter cpu;
   ThreadMeter threads;
+  std::deque<GstSample*> kept;  // --keep-held
   // One received frame: wait for it on the GPU, optionally checksum it, record the release.
   auto process = [&](GstSample* sample) {
     if (st.frames == kWarmupFrames) {
@@ -1099,7 +1110,15 @@ int consume(const Options& o) {
       }
     }
     if (o.hold_ms) std::this_thread::sleep_for(std::chrono::milliseconds(o.hold_ms));
-    gst_sample_unref(sample);
+    if (o.keep_held > 0 && cuda && !gst_cuda) {
+      kept.push_back(sample);
+      if (kept.size() > size_t(o.keep_held)) {
+        gst_sample_unref(kept.front());
+        kept.pop_front();
+      }
+    } else {
+      gst_sample_unref(sample);
+    }
     ++st.frames;
     if (st.frames == 1) first_ns = now_ns();
     last_ns = now_ns();
@@ -1148,6 +1167,24 @@ int consume(const Options& o) {
       continue;
     }
     process(sample);
+  }
+  // The frames kept to the end, read again now (their producer may be gone by now).
+  if (!kept.empty()) {
+    FILE* reread = o.reread.empty() ? nullptr : fopen(o.reread.c_str(), "w");
+    for (GstSample* sample : kept) {
+      GstBuffer* b = gst_sample_get_buffer(sample);
+      guint64 ptr = 0;
+      gint pitch = 0;
+      gst_cuda_ipc_buffer_get_plane(b, 0, &ptr, &pitch);
+      if (reread)
+        fprintf(reread, "%llu %llu\n", (unsigned long long)GST_BUFFER_OFFSET(b),
+                (unsigned long long)checksum->run(ptr, pitch, size_t(o.width) * 4, o.height,
+                                                  stream.handle()));
+      gst_sample_unref(sample);
+    }
+    if (reread) fclose(reread);
+    printf("REREAD %zu\n", kept.size());
+    kept.clear();
   }
   // Every stamp queued on the stream has run before `gpu_ready` goes.
   if (stream.handle()) check(stream.synchronize(), "final sync");

@@ -709,8 +709,10 @@ void GpuTwoProcess::expect_killed_producer_leaves_held_frames_valid(
   std::vector<std::string> pargs{"--socket", sock, "--frames", "0", "--fps", "60"};
   pargs.insert(pargs.end(), producer_extra.begin(), producer_extra.end());
   Process& prod = producer("producer", pargs);
-  Process& cons = consumer("consumer", {"--socket", sock, "--frames", "0", "--hold-ms", "30",
-                                        "--record", path("c.txt"), "--timeout-s", "120"});
+  // It keeps its last 3 frames to the end and reads them again after the kill (--reread).
+  Process& cons = consumer(
+      "consumer", {"--socket", sock, "--frames", "0", "--hold-ms", "30", "--record", path("c.txt"),
+                   "--keep-held", "3", "--reread", path("reread.txt"), "--timeout-s", "120"});
   ASSERT_TRUE(cons.wait_frames(30, kEventTimeout)) << "the consumer got no frames";
   prod.signal(SIGKILL);
   const auto killed_at = Clock::now();
@@ -724,6 +726,11 @@ void GpuTwoProcess::expect_killed_producer_leaves_held_frames_valid(
   EXPECT_EQ(records.size(), cons.frames());
   EXPECT_GE(records.size(), 30u);
   expect_frames_match_reference(records, 1920, 1080, "consumer");
+  // The frames it still held when its producer died, read after the death.
+  EXPECT_EQ(cons.last("REREAD"), std::optional<std::string>("REREAD 3")) << cons.transcript();
+  const auto reread = read_records(path("reread.txt"));
+  EXPECT_EQ(reread.size(), 3u);
+  expect_frames_match_reference(reread, 1920, 1080, "frames read again after the kill");
 }
 
 // Failure semantics, producer restarts and stale socket files, repeated: 50 producers SIGKILLed on
