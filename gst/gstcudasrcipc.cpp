@@ -156,7 +156,6 @@ struct SrcPrivate {
   bool producer_cuda = false;                   // the current producer shares CUDA memory
   GstVideoInfo out_info;  // what we output (format may be BGRx for the producer's BGRA)
   cipc_gst::SrcCudaSide cuda;
-  uint64_t last_sequence = 0;
   bool discont = true;
   bool first_frame = true;  // no frame yet from the producer attached last (logged at INFO)
   bool warned_one_in_flight = false;  // warn_if_one_frame_cannot_flow(), once per producer
@@ -187,7 +186,6 @@ struct SrcPrivate {
     cuda = cipc_gst::SrcCudaSide();
     producer_cuda = false;
     discont = true;
-    last_sequence = 0;
     window = Window();
   }
 };
@@ -756,12 +754,6 @@ static GstFlowReturn make_buffer(GstCudaSrcIpc* self, cipc::ReceivedFrame& frame
   gst_buffer_add_reference_timestamp_meta(buffer, send_time_caps, info.send_time,
                                           GST_CLOCK_TIME_NONE);
 
-  // Frames the producer sent others but not us (we were at max-in-flight) show as a gap.
-  if (p.last_sequence && info.sequence > p.last_sequence + 1) {
-    p.counters.frames_skipped += info.sequence - p.last_sequence - 1;
-    p.discont = true;
-  }
-  p.last_sequence = info.sequence;
   if (p.discont || (info.flags & cipc::Frame::kDiscont))
     GST_BUFFER_FLAG_SET(buffer, GST_BUFFER_FLAG_DISCONT);
   if (info.flags & cipc::Frame::kDeltaUnit) GST_BUFFER_FLAG_SET(buffer, GST_BUFFER_FLAG_DELTA_UNIT);
@@ -863,7 +855,6 @@ static GstFlowReturn gst_cuda_src_ipc_create(GstPushSrc* push, GstBuffer** out) 
           GST_INFO_OBJECT(self,
                           "new producer instance %016" G_GINT64_MODIFIER "x: import cache flushed",
                           w.instance_id);
-        p.last_sequence = 0;
         p.discont = true;
         p.first_frame = true;
         p.warned_one_in_flight = false;
@@ -881,11 +872,15 @@ static GstFlowReturn gst_cuda_src_ipc_create(GstPushSrc* push, GstBuffer** out) 
         continue;
       }
       case cipc::ClientEvent::Kind::kFrame: {
+        // Frames the producer sent others but not us (we were at max-in-flight) show as a gap.
+        if (ev.skipped) {
+          p.counters.frames_skipped += ev.skipped;
+          p.discont = true;
+        }
         GstClockTime pts = GST_CLOCK_TIME_NONE, dts = GST_CLOCK_TIME_NONE;
         if (!map_timestamps(self, ev.frame.info, &pts, &dts)) {
           // Released at once (ev goes out of scope); not a gap the producer made.
           ++p.counters.frames_stale;
-          p.last_sequence = ev.frame.info.sequence;
           continue;
         }
         const GstFlowReturn ret = make_buffer(self, ev.frame, pts, dts, out);

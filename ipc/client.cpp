@@ -46,6 +46,7 @@ ClientEvent ConsumerClient::attach(uint64_t deadline_ns) {
       consumer_ = std::move(consumer.value());
       ++connects_;
       failed_attempts_ = 0;
+      last_sequence_ = 0;
       out.kind = ClientEvent::Kind::kAttached;
       out.new_instance = consumer_->instance_id() != instance_id_;
       instance_id_ = consumer_->instance_id();
@@ -110,10 +111,16 @@ ClientEvent ConsumerClient::next(int timeout_ms) {
       out.kind = ClientEvent::Kind::kCaps;
       out.caps = std::move(ev.caps);
       return out;
-    case ConsumerEvent::Kind::kFrame:
+    case ConsumerEvent::Kind::kFrame: {
       out.kind = ClientEvent::Kind::kFrame;
       out.frame = std::move(ev.frame);
+      const uint64_t sequence = out.frame.info.sequence;
+      out.first_of_producer = last_sequence_ == 0;
+      if (last_sequence_ != 0 && sequence > last_sequence_ + 1)
+        out.skipped = sequence - last_sequence_ - 1;
+      last_sequence_ = sequence;
       return out;
+    }
     case ConsumerEvent::Kind::kEos: out.kind = ClientEvent::Kind::kEos; return out;
     case ConsumerEvent::Kind::kInterrupted: return out;  // kInterrupted
     case ConsumerEvent::Kind::kTimeout: out.kind = ClientEvent::Kind::kTimeout; return out;

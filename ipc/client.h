@@ -53,7 +53,12 @@ struct ClientEvent {
   };
   Kind kind = Kind::kInterrupted;
   ReceivedFrame frame;  // kFrame
-  Caps caps;            // kCaps
+  // kFrame: the first frame since attaching to this producer, or frames the producer sent since
+  // this consumer's previous one that it was not sent (it was at max-in-flight): both are a
+  // discontinuity for whoever reads the stream.
+  bool first_of_producer = false;
+  uint64_t skipped = 0;
+  Caps caps;  // kCaps
   Error error{ErrorCode::kClosed, {}};
   Failure failure = Failure::kNoProducer;  // kFailed
   bool new_instance = false;               // kAttached
@@ -95,6 +100,7 @@ class ConsumerClient {
   std::unique_ptr<Consumer> consumer_;
   uint64_t connects_ = 0;
   uint64_t failed_attempts_ = 0;  // of the wait under way (on_retry numbers them)
+  uint64_t last_sequence_ = 0;    // of the last frame of this connection (0: none yet)
   uint64_t instance_id_ = 0;
   uint64_t slots_before_ = 0;  // slot imports of earlier connections
   uint64_t retired_before_ = 0;

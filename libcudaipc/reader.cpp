@@ -78,10 +78,6 @@ struct cudaipc_reader {
   // rather than timing out or quietly attaching to the producer again.
   int final_status = CUDAIPC_OK;
   std::string final_reason;
-  // CUDAIPC_FRAME_DISCONT for frames after a gap in the producer's sequence (frames this reader
-  // was not sent) and for the first frame of each producer, as cudasrc-ipc marks its buffers.
-  uint64_t last_sequence = 0;
-  bool discont = true;
 };
 
 struct cudaipc_frame {
@@ -214,7 +210,10 @@ static int lost(cudaipc_reader* r, const cipc::ClientEvent& ev) {
   return finish(r, CUDAIPC_ERROR_DISCONNECTED, ev.error.message);
 }
 
-static int fill_frame(cudaipc_reader* r, cipc::ReceivedFrame& received, cudaipc_frame** out) {
+// `first_or_gap`: the first frame of a producer, or one after frames this reader was not sent
+// (ClientEvent): CUDAIPC_FRAME_DISCONT, as cudasrc-ipc marks its buffers.
+static int fill_frame(cudaipc_reader* r, cipc::ReceivedFrame& received, bool first_or_gap,
+                      cudaipc_frame** out) {
   std::unique_ptr<cudaipc_frame> f(new (std::nothrow) cudaipc_frame);
   if (!f) return fail(CUDAIPC_ERROR_SYSTEM, "out of memory");
   const cipc::Frame& m = received.info;
@@ -242,10 +241,7 @@ static int fill_frame(cudaipc_reader* r, cipc::ReceivedFrame& received, cudaipc_
   i.offset = m.offset;
   i.send_time_ns = m.send_time;
   i.flags = m.flags & cipc::Frame::kKnownFlags;
-  if (r->discont || (r->last_sequence && m.sequence > r->last_sequence + 1))
-    i.flags |= CUDAIPC_FRAME_DISCONT;
-  r->discont = false;
-  r->last_sequence = m.sequence;
+  if (first_or_gap) i.flags |= CUDAIPC_FRAME_DISCONT;
   f->frame = std::move(received);
   f->counters = r->counters;
   ++r->counters->received;
@@ -279,7 +275,7 @@ int cudaipc_reader_next(cudaipc_reader* r, int timeout_ms, cudaipc_frame** frame
         if (!cipc_libcudaipc::frame_fits(r->caps, ev.frame.info, &why))
           return fail(CUDAIPC_ERROR_PROTOCOL,
                       "the producer sent a frame that does not fit " + r->caps.format + ": " + why);
-        return fill_frame(r, ev.frame, frame);
+        return fill_frame(r, ev.frame, ev.first_of_producer || ev.skipped != 0, frame);
       }
       case cipc::ClientEvent::Kind::kCaps: {
         std::string why;
@@ -290,10 +286,7 @@ int cudaipc_reader_next(cudaipc_reader* r, int timeout_ms, cudaipc_frame** frame
         continue;
       }
       case cipc::ClientEvent::Kind::kAttached:
-      case cipc::ClientEvent::Kind::kLost:
-        r->discont = true;
-        r->last_sequence = 0;
-        continue;
+      case cipc::ClientEvent::Kind::kLost: continue;
       case cipc::ClientEvent::Kind::kEos:
         return finish(r, CUDAIPC_END, "the producer ended the stream");
       case cipc::ClientEvent::Kind::kEnded:
