@@ -23,6 +23,8 @@
 #include <cstring>
 #include <random>
 
+#include "file_kind.h"
+
 namespace cipc {
 
 std::string describe_descriptor_limit() {
@@ -154,10 +156,7 @@ Result<Channel> Channel::connect(const std::string& path) {
     struct stat st {};
     if (e == ECONNREFUSED && ::stat(path.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode))
       return Error{ErrorCode::kNotASocket,
-                   "'" + path + "' is not a socket but a " +
-                       (S_ISDIR(st.st_mode)   ? "directory"
-                        : S_ISREG(st.st_mode) ? "regular file"
-                                              : "special file") +
+                   "'" + path + "' is not a socket but " + file_kind(st.st_mode) +
                        "; socket-path must name the socket a cudasink-ipc serves"};
     if (e == ENOENT || e == ECONNREFUSED)
       return Error{ErrorCode::kConnectFailed,
@@ -423,15 +422,6 @@ bool same_file(const std::string& path, dev_t dev, ino_t ino) {
   return ::lstat(path.c_str(), &st) == 0 && st.st_dev == dev && st.st_ino == ino;
 }
 
-std::string kind_of_file(mode_t mode) {
-  if (S_ISREG(mode)) return "a regular file";
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISLNK(mode)) return "a symbolic link";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  return "a special file";
-}
-
 // Moves the bound, listening socket (`dev`, `ino`) from `from` to `to` unless something appeared
 // at `to`. On failure the name `from` is removed, if it still is our socket.
 Status publish_socket(const std::string& from, const std::string& to, dev_t dev, ino_t ino) {
@@ -505,7 +495,7 @@ Result<PublishedSocket> publish_new_socket(const std::string& path, unsigned mod
     return system_error("checking the socket just published at '" + path + "'", errno);
   if (st.st_dev != s.dev || st.st_ino != s.ino)
     return Error{ErrorCode::kAddressInUse,
-                 "after publishing the socket at '" + path + "', " + kind_of_file(st.st_mode) +
+                 "after publishing the socket at '" + path + "', " + file_kind(st.st_mode) +
                      " of another process is there instead of it (someone replaced it at once); "
                      "refusing to come up where consumers cannot reach this producer"};
   return s;
@@ -581,7 +571,7 @@ std::string Listener::check_published() {
   if (present || lstat_errno != ENOENT) {
     // Not ours any more, and not gone: never remove what someone else put there.
     const std::string what =
-        present ? "was replaced by " + kind_of_file(st.st_mode) + " that is not this producer's"
+        present ? "was replaced by " + file_kind(st.st_mode) + " that is not this producer's"
                 : std::string("cannot be checked (lstat: ") + std::strerror(lstat_errno) + ")";
     return report(PathState::kTakenByOther,
                   where + " " + what +

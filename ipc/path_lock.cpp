@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "file_kind.h"
+
 namespace cipc {
 namespace {
 
@@ -17,15 +19,6 @@ std::string octal(unsigned mode) {
   char text[8];
   std::snprintf(text, sizeof(text), "%04o", mode & 07777);
   return text;
-}
-
-std::string kind_of(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device file";
-  if (S_ISLNK(mode)) return "a symbolic link";
-  return "a special file";
 }
 
 std::string directory_of(const std::string& path) {
@@ -47,7 +40,7 @@ Error open_error(const std::string& socket_path, const std::string& path, int e,
   if (exists && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))  // a socket: ENXIO, a device: ...
     return Error{ErrorCode::kNotASocket, "the lock file '" + path +
                                              "' beside the socket is not a regular file but " +
-                                             kind_of(st.st_mode) + "; remove it"};
+                                             file_kind(st.st_mode) + "; remove it"};
   if (creating && e == ENOENT)
     return Error{ErrorCode::kSystem, "cannot create the lock file '" + path +
                                          "' beside the socket: the directory '" +
@@ -104,7 +97,7 @@ Result<SocketPathLock> SocketPathLock::take(const std::string& socket_path, unsi
   if (!S_ISREG(st.st_mode))
     return Error{ErrorCode::kNotASocket, "the lock file '" + path +
                                              "' beside the socket is not a regular file but " +
-                                             kind_of(st.st_mode) + "; remove it"};
+                                             file_kind(st.st_mode) + "; remove it"};
   for (;;) {
     if (::flock(fd.get(), LOCK_EX | LOCK_NB) == 0) break;
     if (errno == EINTR) continue;
