@@ -252,10 +252,7 @@ ConsumerEvent Consumer::next(int timeout_ms) {
       continue;
     }
     if (r == IoResult::kClosed) return closed_without_eos();
-    if (r == IoResult::kError) {
-      if (link_->channel.last_error_is_local()) return fail(ErrorCode::kOutOfResources, error);
-      return fail(ErrorCode::kProtocol, "bad message from the producer: " + error);
-    }
+    if (r == IoResult::kError) return receive_failed(error);
     if (!wait_first) empty_reads_.fetch_add(1, std::memory_order_relaxed);
     if (monotonic_ns() >= deadline) return ConsumerEvent{};
     wait_first = true;
@@ -270,6 +267,11 @@ ConsumerEvent Consumer::closed_without_eos() {
   e.error = Error{ErrorCode::kClosed,
                   "it closed the connection without an end-of-stream: it stopped or crashed"};
   return e;
+}
+
+ConsumerEvent Consumer::receive_failed(const std::string& error) {
+  if (link_->channel.last_error_is_local()) return fail(ErrorCode::kOutOfResources, error);
+  return fail(ErrorCode::kProtocol, "bad message from the producer: " + error);
 }
 
 ConsumerEvent Consumer::settle_backlog(ConsumerEvent frame) {
@@ -287,9 +289,7 @@ ConsumerEvent Consumer::settle_backlog(ConsumerEvent frame) {
     } else if (r == IoResult::kClosed) {
       e = closed_without_eos();
     } else if (r == IoResult::kError) {
-      e = link_->channel.last_error_is_local()
-              ? fail(ErrorCode::kOutOfResources, error)
-              : fail(ErrorCode::kProtocol, "bad message from the producer: " + error);
+      e = receive_failed(error);
     } else {
       break;  // nothing more after all: hand out what came
     }

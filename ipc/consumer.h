@@ -160,6 +160,8 @@ class Consumer {
   // dropped unread; otherwise (it stopped, or vanished) they are handed out first.
   ConsumerEvent settle_backlog(ConsumerEvent frame);
   ConsumerEvent closed_without_eos();
+  // A receive that failed with `error`: out of descriptors here, or a bad message from there.
+  ConsumerEvent receive_failed(const std::string& error);
 
   std::shared_ptr<ConsumerLink> link_;
   std::shared_ptr<MemoryBackend> backend_;
