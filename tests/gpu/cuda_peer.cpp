@@ -998,9 +998,9 @@ int consume(const Options& o) {
     if (!gst_video_info_from_caps(&vi, gst_sample_get_caps(sample)))
       die("received caps that are not raw video");
     // Every buffer agrees with its caps (frame_conformance.h); the fixture fails on the line.
-    // A CPU map of CUDA or GL memory costs a download: mapped here only where it is read anyway.
-    const std::string nonconformance =
-        cipc_test::frame_nonconformance(vi, b, /*map_frame=*/!cuda || o.cpu_map);
+    // Not mapped here: the paths below that read on the CPU map it themselves (and die if they
+    // cannot), and a CPU map of CUDA memory would cost a download.
+    const std::string nonconformance = cipc_test::frame_nonconformance(vi, b, /*map_frame=*/false);
     if (!nonconformance.empty())
       printf("NONCONFORMING %ld %s\n", st.frames.load() + 1, nonconformance.c_str());
     const size_t row_bytes = size_t(GST_VIDEO_INFO_WIDTH(&vi)) * 4,
