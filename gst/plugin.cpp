@@ -6,23 +6,23 @@
 
 #include <string>
 
-#include "gstbgratorg10.h"
-#include "gstrg10replaysrc.h"
+#include "camera/gstbgratorg10.h"
+#include "camera/gstrg10replaysrc.h"
 #ifdef CIPC_HAVE_CUDA
-#include "gstrg10tobgra.h"
+#include "camera/gstrg10tobgra.h"
 #endif
-#include "gstcudasinkipc.h"
-#include "gstcudasrcipc.h"
-#include "gstcudav4l2src.h"
-#include "slotmemory.h"
-#include "slotpool.h"
+#include "camera/gstcudav4l2src.h"
+#include "ipcsink/gstcudasinkipc.h"
+#include "ipcsrc/gstcudasrcipc.h"
+#include "memory/slotmemory.h"
+#include "memory/slotpool.h"
 #ifdef CIPC_HAVE_CUDA
-#include "cudaframes.h"
-#include "pinnedmemory.h"
+#include "common/cudaframes.h"
+#include "memory/pinnedmemory.h"
 #include "release_worker.h"
 #endif
 #ifdef CIPC_HAVE_GST_CUDA
-#include "cudainterop.h"
+#include "common/cudainterop.h"
 #endif
 
 #ifndef PACKAGE

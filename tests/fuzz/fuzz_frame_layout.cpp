@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "framing.h"
+#include "common/framing.h"
 #include "fuzz_util.h"
 #include "protocol.h"
 

@@ -110,7 +110,7 @@
 #include "cudaipc/gstcudaipcmemory.h"
 #include "frame_conformance.h"
 #ifdef CIPC_HAVE_GST_CUDA
-#include "gstcompat.h"
+#include "common/gstcompat.h"
 #endif
 #include "test_pattern.h"
 #include "thread_usage.h"

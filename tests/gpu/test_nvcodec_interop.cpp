@@ -18,8 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/cudainterop.h"
 #include "cuda_api.h"
-#include "cudainterop.h"
 #include "nvidia_smi.h"
 #include "process.h"
 

@@ -7,7 +7,7 @@
 #include <set>
 #include <vector>
 
-#include "fencedreleases.h"
+#include "ipcsrc/gl/fencedreleases.h"
 
 namespace {
 

@@ -14,20 +14,20 @@
 #include <string>
 #include <vector>
 
-#include "framing.h"
+#include "common/framing.h"
 #include "host_memory.h"
-#include "slotcopy.h"
-#include "slotmemory.h"
-#include "slotpool.h"
-#include "srcnegotiation.h"
-#include "srcoutput.h"
+#include "ipcsink/slotcopy.h"
+#include "ipcsrc/srcnegotiation.h"
+#include "ipcsrc/srcoutput.h"
+#include "memory/slotmemory.h"
+#include "memory/slotpool.h"
 #include "waker.h"
 #ifdef CIPC_HAVE_GST_GL
-#include "gloutput.h"
+#include "ipcsrc/gl/gloutput.h"
 #endif
 #ifdef CIPC_HAVE_GST_CUDA
-#include "cudainterop.h"
-#include "wrappedcudaoutput.h"
+#include "common/cudainterop.h"
+#include "ipcsrc/wrappedcudaoutput.h"
 #endif
 
 namespace {

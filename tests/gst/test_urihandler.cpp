@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "urihandler.h"
+#include "common/urihandler.h"
 
 namespace {
 
