@@ -22,7 +22,7 @@
 #include "release_worker.h"
 #endif
 #ifdef CIPC_HAVE_GST_CUDA
-#include "common/cudainterop.h"
+#include "common/gstcudainterop.h"
 #endif
 
 #ifndef PACKAGE

@@ -19,7 +19,7 @@
 #include <utility>
 
 #include "channel.h"
-#include "memory.h"
+#include "memorybackend.h"
 #include "protocol.h"
 #include "status.h"
 #include "waker.h"

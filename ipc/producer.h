@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "channel.h"
-#include "memory.h"
+#include "memorybackend.h"
 #include "protocol.h"
 #include "status.h"
 #include "waker.h"

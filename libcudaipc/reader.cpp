@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 // libcudaipc's C API (cudaipc.h) over the transport (ipc/) and the slot backends (slots/): a
-// ConsumerClient that stays attached, frames handed out as the producer's imported slots, and
+// ReconnectingConsumer that stays attached, frames handed out as the producer's imported slots, and
 // releases ordered after the caller's GPU work by the slots layer's release worker. No exception
 // leaves this file: every entry point returns a status and leaves a sentence for
 // cudaipc_last_error().
@@ -16,9 +16,9 @@
 #include <string>
 
 #include "channel.h"
-#include "client.h"
 #include "consumer_backend.h"
 #include "protocol.h"
+#include "reconnectingconsumer.h"
 #include "video_caps.h"
 #include "waker.h"
 #ifdef CIPC_HAVE_CUDA
@@ -70,7 +70,7 @@ struct cudaipc_reader {
   // releases or closes is dropped here without a word to the producer (ipc/consumer.h).
   pid_t owner = ::getpid();
   cipc::Waker waker;
-  std::unique_ptr<cipc::ConsumerClient> client;
+  std::unique_ptr<cipc::ReconnectingConsumer> client;
   std::shared_ptr<SharedCounters> counters = std::make_shared<SharedCounters>();
   cipc_libcudaipc::VideoCaps caps;
   bool has_caps = false;
@@ -167,7 +167,7 @@ int cudaipc_reader_open(const cudaipc_reader_options* options, cudaipc_reader** 
   config.reconnect_interval_ms = std::max<uint32_t>(o.reconnect_interval_ms, 1);
   config.connect_timeout_ms = o.connect_timeout_ms;
   const int requested_device = o.cuda_device;
-  r->client = std::make_unique<cipc::ConsumerClient>(
+  r->client = std::make_unique<cipc::ReconnectingConsumer>(
       config,
       [requested_device, counters = r->counters](const cipc::Welcome& w) {
         cipc_slots::ConsumerDevice device;

@@ -6,7 +6,7 @@
 
 #include <memory>
 
-#include "memory.h"
+#include "memorybackend.h"
 #include "protocol.h"
 
 namespace cipc_slots {

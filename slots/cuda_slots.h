@@ -13,7 +13,7 @@
 #include <memory>
 
 #include "cuda_api.h"
-#include "memory.h"
+#include "memorybackend.h"
 
 namespace cipc_slots {
 

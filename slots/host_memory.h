@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <memory>
 
-#include "memory.h"
+#include "memorybackend.h"
 
 namespace cipc_slots {
 

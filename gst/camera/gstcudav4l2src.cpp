@@ -56,7 +56,7 @@ GST_DEBUG_CATEGORY(gst_cuda_v4l2_src_debug);
 #define GST_CAT_DEFAULT gst_cuda_v4l2_src_debug
 
 namespace cb = cipc_bayer;
-namespace cv = cipc_v4l2;
+namespace v4l = cipc_v4l2;
 
 enum {
   PROP_0,
@@ -105,21 +105,21 @@ struct State {
   // While the element is READY or above (opened in NULL->READY). `device` and `probed_caps` are
   // also read by other threads (unlock, caps and latency queries): replaced under the object
   // lock.
-  std::shared_ptr<cv::Device> device;
+  std::shared_ptr<v4l::Device> device;
   GstCaps* probed_caps = nullptr;
-  cv::Format preferred{};  // the driver's format when opened: what fixate() aims for
+  v4l::Format preferred{};  // the driver's format when opened: what fixate() aims for
 
   // Negotiated, streaming thread (set_caps, decide_allocation, create).
-  cv::Format format{};
+  v4l::Format format{};
   const cb::BayerFormat* bayer = nullptr;
-  cv::Fraction rate{};
+  v4l::Fraction rate{};
   GstClockTime duration = GST_CLOCK_TIME_NONE;  // object lock (latency query)
   guint buffer_count = 0;                       // object lock (latency query)
   bool downstream_meta = false;                 // downstream reads GstVideoMeta
   bool repack = false;                       // stride differs and downstream cannot be told: copy
   GstBufferPool* own_pool = nullptr;         // ours: activated and deactivated by us
   GstBufferPool* downstream_pool = nullptr;  // downstream's (basesrc deactivates it)
-  std::unique_ptr<cv::CaptureStream> stream;
+  std::unique_ptr<v4l::CaptureStream> stream;
   bool streaming = false;
   bool have_sequence = false;
   guint32 last_sequence = 0;
@@ -155,24 +155,24 @@ gint clamp_int(uint32_t v) {
   return v > G_MAXINT ? G_MAXINT : static_cast<gint>(v);
 }
 
-void set_framerates(GstStructure* s, const cv::FrameRates& rates) {
+void set_framerates(GstStructure* s, const v4l::FrameRates& rates) {
   GValue value = G_VALUE_INIT;
   switch (rates.kind) {
-    case cv::FrameRates::Kind::kDiscrete:
+    case v4l::FrameRates::Kind::kDiscrete:
       if (rates.discrete.size() == 1) {
         gst_structure_set(s, "framerate", GST_TYPE_FRACTION, clamp_int(rates.discrete[0].num),
                           clamp_int(rates.discrete[0].den), nullptr);
         return;
       }
       g_value_init(&value, GST_TYPE_LIST);
-      for (const cv::Fraction& f : rates.discrete) {
+      for (const v4l::Fraction& f : rates.discrete) {
         GValue item = G_VALUE_INIT;
         g_value_init(&item, GST_TYPE_FRACTION);
         gst_value_set_fraction(&item, clamp_int(f.num), clamp_int(f.den));
         gst_value_list_append_and_take_value(&value, &item);
       }
       break;
-    case cv::FrameRates::Kind::kRange:
+    case v4l::FrameRates::Kind::kRange:
       if (rates.min == rates.max) {
         gst_structure_set(s, "framerate", GST_TYPE_FRACTION, clamp_int(rates.min.num),
                           clamp_int(rates.min.den), nullptr);
@@ -182,7 +182,7 @@ void set_framerates(GstStructure* s, const cv::FrameRates& rates) {
       gst_value_set_fraction_range_full(&value, clamp_int(rates.min.num), clamp_int(rates.min.den),
                                         clamp_int(rates.max.num), clamp_int(rates.max.den));
       break;
-    case cv::FrameRates::Kind::kUnknown:
+    case v4l::FrameRates::Kind::kUnknown:
       g_value_init(&value, GST_TYPE_FRACTION_RANGE);
       gst_value_set_fraction_range_full(&value, 0, 1, G_MAXINT, 1);
       break;
@@ -205,14 +205,14 @@ void set_dimension(GstStructure* s, const char* field, uint32_t min, uint32_t ma
 }
 
 // The device's Bayer modes as caps: its current format first, then in the driver's order.
-GstCaps* caps_from_formats(const std::vector<cv::FormatDescription>& formats,
+GstCaps* caps_from_formats(const std::vector<v4l::FormatDescription>& formats,
                            uint32_t preferred_fourcc) {
   GstCaps* caps = gst_caps_new_empty();
   for (int pass = 0; pass < 2; ++pass) {
-    for (const cv::FormatDescription& fd : formats) {
+    for (const v4l::FormatDescription& fd : formats) {
       const cb::BayerFormat* bayer = cb::bayer_format_from_fourcc(fd.fourcc);
       if (!bayer || (fd.fourcc == preferred_fourcc) != (pass == 0)) continue;
-      for (const cv::FrameSize& size : fd.sizes) {
+      for (const v4l::FrameSize& size : fd.sizes) {
         GstStructure* s =
             gst_structure_new("video/x-bayer", "format", G_TYPE_STRING, bayer->caps_name, nullptr);
         set_dimension(s, "width", size.min_width, size.max_width, size.step_width);
@@ -284,31 +284,31 @@ static Settings snapshot_settings(GstCudaV4l2Src* self) {
 }
 
 // Posts `error` as an element error whose code matches its kind.
-static void post_error(GstCudaV4l2Src* self, const cv::Error& error) {
+static void post_error(GstCudaV4l2Src* self, const v4l::Error& error) {
   self->priv->state.error_posted = true;
   const char* text = error.message.c_str();
   const char* debug = error.detail.empty() ? "-" : error.detail.c_str();
 #define CIPC_POST(code) GST_ELEMENT_ERROR(self, RESOURCE, code, ("%s", text), ("%s", debug))
   switch (error.kind) {
-    case cv::ErrorKind::kNotFound:
-    case cv::ErrorKind::kNotV4l2:
-    case cv::ErrorKind::kNotCapture: CIPC_POST(NOT_FOUND); break;
-    case cv::ErrorKind::kPermission: CIPC_POST(OPEN_READ_WRITE); break;
-    case cv::ErrorKind::kBusy: CIPC_POST(BUSY); break;
-    case cv::ErrorKind::kUnsupported: CIPC_POST(SETTINGS); break;
-    case cv::ErrorKind::kNoMemory: CIPC_POST(NO_SPACE_LEFT); break;
-    case cv::ErrorKind::kDisconnected:
-    case cv::ErrorKind::kStreamError:
-    case cv::ErrorKind::kTimeout: CIPC_POST(READ); break;
-    case cv::ErrorKind::kNone:
-    case cv::ErrorKind::kFailed: CIPC_POST(FAILED); break;
+    case v4l::ErrorKind::kNotFound:
+    case v4l::ErrorKind::kNotV4l2:
+    case v4l::ErrorKind::kNotCapture: CIPC_POST(NOT_FOUND); break;
+    case v4l::ErrorKind::kPermission: CIPC_POST(OPEN_READ_WRITE); break;
+    case v4l::ErrorKind::kBusy: CIPC_POST(BUSY); break;
+    case v4l::ErrorKind::kUnsupported: CIPC_POST(SETTINGS); break;
+    case v4l::ErrorKind::kNoMemory: CIPC_POST(NO_SPACE_LEFT); break;
+    case v4l::ErrorKind::kDisconnected:
+    case v4l::ErrorKind::kStreamError:
+    case v4l::ErrorKind::kTimeout: CIPC_POST(READ); break;
+    case v4l::ErrorKind::kNone:
+    case v4l::ErrorKind::kFailed: CIPC_POST(FAILED); break;
   }
 #undef CIPC_POST
 }
 
-static std::shared_ptr<cv::Device> current_device(GstCudaV4l2Src* self) {
+static std::shared_ptr<v4l::Device> current_device(GstCudaV4l2Src* self) {
   GST_OBJECT_LOCK(self);
-  std::shared_ptr<cv::Device> device = self->priv->state.device;
+  std::shared_ptr<v4l::Device> device = self->priv->state.device;
   GST_OBJECT_UNLOCK(self);
   return device;
 }
@@ -402,25 +402,25 @@ static bool open_device(GstCudaV4l2Src* self) {
   st.error_posted = false;
   st.warned_fallback = false;
 
-  cv::Error error;
-  std::unique_ptr<cv::Device> device = cv::Device::open(s.device, &error);
+  v4l::Error error;
+  std::unique_ptr<v4l::Device> device = v4l::Device::open(s.device, &error);
   if (!device) {
     post_error(self, error);
     return false;
   }
-  std::vector<cv::FormatDescription> formats;
+  std::vector<v4l::FormatDescription> formats;
   if (!device->enumerate_formats(&formats, &error)) {
     post_error(self, error);
     return false;
   }
-  cv::Format current{};
-  cv::Error ignored;
+  v4l::Format current{};
+  v4l::Error ignored;
   device->get_format(&current, &ignored);
   GstCaps* caps = caps_from_formats(formats, current.fourcc);
   if (gst_caps_is_empty(caps)) {
     std::string offered;
-    for (const cv::FormatDescription& fd : formats)
-      offered += (offered.empty() ? "" : ", ") + cv::fourcc_to_string(fd.fourcc);
+    for (const v4l::FormatDescription& fd : formats)
+      offered += (offered.empty() ? "" : ", ") + v4l::fourcc_to_string(fd.fourcc);
     if (offered.empty()) offered = "nothing";
     gst_caps_unref(caps);
     st.error_posted = true;
@@ -432,7 +432,7 @@ static bool open_device(GstCudaV4l2Src* self) {
   }
   GST_INFO_OBJECT(self, "%s: '%s' (driver %s), current format %s %ux%u, modes %" GST_PTR_FORMAT,
                   s.device.c_str(), device->card().c_str(), device->driver().c_str(),
-                  cv::fourcc_to_string(current.fourcc).c_str(), current.width, current.height,
+                  v4l::fourcc_to_string(current.fourcc).c_str(), current.width, current.height,
                   caps);
 
   GST_OBJECT_LOCK(self);
@@ -453,7 +453,7 @@ static void close_device(GstCudaV4l2Src* self) {
   stop_stream(self);
   GST_OBJECT_LOCK(self);
   // MMAP buffers still downstream keep the device open until they are freed.
-  std::shared_ptr<cv::Device> device = std::move(st.device);
+  std::shared_ptr<v4l::Device> device = std::move(st.device);
   if (st.probed_caps) gst_caps_unref(st.probed_caps);
   st.probed_caps = nullptr;
   GST_OBJECT_UNLOCK(self);
@@ -506,7 +506,7 @@ static GstCaps* gst_cuda_v4l2_src_get_caps(GstBaseSrc* bsrc, GstCaps* filter) {
 // Picks the mode closest to the one the driver was in (its default), in the best format.
 static GstCaps* gst_cuda_v4l2_src_fixate(GstBaseSrc* bsrc, GstCaps* caps) {
   auto* self = GST_CUDA_V4L2_SRC(bsrc);
-  const cv::Format& pref = self->priv->state.preferred;
+  const v4l::Format& pref = self->priv->state.preferred;
   const gint want_w = pref.width ? clamp_int(pref.width) : 1920;
   const gint want_h = pref.height ? clamp_int(pref.height) : 1080;
 
@@ -543,7 +543,7 @@ static GstCaps* gst_cuda_v4l2_src_fixate(GstBaseSrc* bsrc, GstCaps* caps) {
 static gboolean gst_cuda_v4l2_src_set_caps(GstBaseSrc* bsrc, GstCaps* caps) {
   auto* self = GST_CUDA_V4L2_SRC(bsrc);
   State& st = self->priv->state;
-  std::shared_ptr<cv::Device> device = current_device(self);
+  std::shared_ptr<v4l::Device> device = current_device(self);
   if (!device) return FALSE;
 
   const GstStructure* s = gst_caps_get_structure(caps, 0);
@@ -556,18 +556,18 @@ static gboolean gst_cuda_v4l2_src_set_caps(GstBaseSrc* bsrc, GstCaps* caps) {
     return FALSE;
   }
   gst_structure_get_fraction(s, "framerate", &rate_num, &rate_den);
-  const cv::Fraction rate{static_cast<uint32_t>(std::max(rate_num, 0)),
-                          static_cast<uint32_t>(std::max(rate_den, 1))};
+  const v4l::Fraction rate{static_cast<uint32_t>(std::max(rate_num, 0)),
+                           static_cast<uint32_t>(std::max(rate_den, 1))};
 
   stop_stream(self);  // the driver refuses a new format while it holds buffers
-  cv::Error error;
-  cv::Format actual;
+  v4l::Error error;
+  v4l::Format actual;
   if (!device->set_format(bayer->fourcc, static_cast<uint32_t>(width),
                           static_cast<uint32_t>(height), &actual, &error)) {
     post_error(self, error);
     return FALSE;
   }
-  cv::Fraction actual_rate = rate;
+  v4l::Fraction actual_rate = rate;
   if (rate.num > 0 && device->can_set_framerate() &&
       !device->set_framerate(rate, &actual_rate, &error)) {
     GST_WARNING_OBJECT(self, "%s (%s)", error.message.c_str(), error.detail.c_str());
@@ -579,19 +579,19 @@ static gboolean gst_cuda_v4l2_src_set_caps(GstBaseSrc* bsrc, GstCaps* caps) {
   st.format = actual;
   st.bayer = bayer;
   st.rate = actual_rate;
-  const uint64_t duration = cv::frame_duration_ns(actual_rate);
+  const uint64_t duration = v4l::frame_duration_ns(actual_rate);
   GST_OBJECT_LOCK(self);
   st.duration = duration ? duration : GST_CLOCK_TIME_NONE;
   GST_OBJECT_UNLOCK(self);
   GST_INFO_OBJECT(self, "%s %ux%u at %u/%u fps: %u bytes per line, %u bytes per image",
-                  cv::fourcc_to_string(actual.fourcc).c_str(), actual.width, actual.height,
+                  v4l::fourcc_to_string(actual.fourcc).c_str(), actual.width, actual.height,
                   actual_rate.num, actual_rate.den, actual.bytes_per_line, actual.size_image);
   return TRUE;
 }
 
 // Our own pool of page-aligned system memory for USERPTR capture.
 static GstBufferPool* make_own_pool(GstCaps* caps, size_t size_image, guint count) {
-  const size_t page = cv::page_size();
+  const size_t page = v4l::page_size();
   const guint size = static_cast<guint>((size_image + page - 1) / page * page);
   GstBufferPool* pool = gst_buffer_pool_new();
   GstStructure* config = gst_buffer_pool_get_config(pool);
@@ -638,7 +638,7 @@ static bool use_downstream_pool(GstCudaV4l2Src* self, GstBufferPool* pool, GstCa
   GstBuffer* probe = nullptr;
   std::string why = "it has no free buffer";
   bool ok = gst_buffer_pool_acquire_buffer(pool, &probe, &params) == GST_FLOW_OK &&
-            cv::buffer_suits_userptr(probe, size_image, &why);
+            v4l::buffer_suits_userptr(probe, size_image, &why);
   if (probe) gst_buffer_unref(probe);
   if (!ok) {
     GST_INFO_OBJECT(self, "not capturing into downstream pool %" GST_PTR_FORMAT ": %s", pool,
@@ -659,7 +659,7 @@ static gboolean gst_cuda_v4l2_src_decide_allocation(GstBaseSrc* bsrc, GstQuery* 
   auto* self = GST_CUDA_V4L2_SRC(bsrc);
   State& st = self->priv->state;
   const Settings s = snapshot_settings(self);
-  std::shared_ptr<cv::Device> device = current_device(self);
+  std::shared_ptr<v4l::Device> device = current_device(self);
   if (!device || !st.bayer) return FALSE;
   stop_stream(self);
 
@@ -669,12 +669,12 @@ static gboolean gst_cuda_v4l2_src_decide_allocation(GstBaseSrc* bsrc, GstQuery* 
   st.repack = cb::stride_needs_video_meta(*st.bayer, st.format.width, st.format.bytes_per_line) &&
               !st.downstream_meta;
   const size_t size_image = st.format.size_image;
-  cv::Error error;
+  v4l::Error error;
 
   bool use_mmap = s.io_mode == GST_CIPC_V4L2_IO_MMAP;
   if (!use_mmap) {
     guint count = s.driver_buffers;
-    if (device->request_buffers(cv::Memory::kUserptr, &count, &error)) {
+    if (device->request_buffers(v4l::Memory::kUserptr, &count, &error)) {
       GstBufferPool* pool = nullptr;
       guint size = 0, min = 0, max = 0;
       if (!st.repack && gst_query_get_n_allocation_pools(query) > 0) {
@@ -692,14 +692,14 @@ static gboolean gst_cuda_v4l2_src_decide_allocation(GstBaseSrc* bsrc, GstQuery* 
         clear_allocation_pools(query);
         st.own_pool = make_own_pool(caps, size_image, count);
         if (!st.own_pool) {
-          cv::Error e;
-          e.kind = cv::ErrorKind::kNoMemory;
+          v4l::Error e;
+          e.kind = v4l::ErrorKind::kNoMemory;
           e.message = "Cannot allocate capture buffers for device '" + device->path() + "'.";
           post_error(self, e);
           return FALSE;
         }
       }
-      st.stream = cv::make_userptr_stream(
+      st.stream = v4l::make_userptr_stream(
           device, st.downstream_pool ? st.downstream_pool : st.own_pool, count, size_image);
       GST_OBJECT_LOCK(self);
       st.buffer_count = count;
@@ -713,7 +713,7 @@ static gboolean gst_cuda_v4l2_src_decide_allocation(GstBaseSrc* bsrc, GstQuery* 
                                            : "no meta needed");
       return TRUE;
     }
-    if (error.kind != cv::ErrorKind::kUnsupported || s.io_mode != GST_CIPC_V4L2_IO_AUTO) {
+    if (error.kind != v4l::ErrorKind::kUnsupported || s.io_mode != GST_CIPC_V4L2_IO_AUTO) {
       post_error(self, error);
       return FALSE;
     }
@@ -730,12 +730,12 @@ static gboolean gst_cuda_v4l2_src_decide_allocation(GstBaseSrc* bsrc, GstQuery* 
   }
 
   guint count = s.driver_buffers;
-  if (!device->request_buffers(cv::Memory::kMmap, &count, &error)) {
+  if (!device->request_buffers(v4l::Memory::kMmap, &count, &error)) {
     post_error(self, error);
     return FALSE;
   }
   clear_allocation_pools(query);
-  st.stream = cv::make_mmap_stream(device, count);
+  st.stream = v4l::make_mmap_stream(device, count);
   GST_OBJECT_LOCK(self);
   st.buffer_count = count;
   self->priv->stats.io_mode = "mmap";
@@ -791,14 +791,14 @@ static gboolean gst_cuda_v4l2_src_query(GstBaseSrc* bsrc, GstQuery* query) {
 static gboolean gst_cuda_v4l2_src_unlock(GstBaseSrc* bsrc) {
   auto* self = GST_CUDA_V4L2_SRC(bsrc);
   self->priv->state.flushing = true;
-  if (std::shared_ptr<cv::Device> device = current_device(self)) device->interrupt();
+  if (std::shared_ptr<v4l::Device> device = current_device(self)) device->interrupt();
   return TRUE;
 }
 
 static gboolean gst_cuda_v4l2_src_unlock_stop(GstBaseSrc* bsrc) {
   auto* self = GST_CUDA_V4L2_SRC(bsrc);
   self->priv->state.flushing = false;
-  if (std::shared_ptr<cv::Device> device = current_device(self)) device->clear_interrupt();
+  if (std::shared_ptr<v4l::Device> device = current_device(self)) device->clear_interrupt();
   return TRUE;
 }
 
@@ -812,7 +812,7 @@ static GstClockTime monotonic_now() {
 
 // Running time of the frame: the driver's CLOCK_MONOTONIC stamp moved onto the pipeline clock
 // (for the default system clock the two are the same clock), else the clock time now.
-static GstClockTime running_time_of(GstCudaV4l2Src* self, const cv::Frame& frame) {
+static GstClockTime running_time_of(GstCudaV4l2Src* self, const v4l::Frame& frame) {
   GstClock* clock = gst_element_get_clock(GST_ELEMENT(self));
   if (!clock) return GST_CLOCK_TIME_NONE;
   const GstClockTime base = gst_element_get_base_time(GST_ELEMENT(self));
@@ -856,12 +856,12 @@ static GstBuffer* repacked(const State& st, GstBuffer* buffer) {
   return out;
 }
 
-static bool start_streaming(GstCudaV4l2Src* self, const std::shared_ptr<cv::Device>& device,
-                            cv::Error* error) {
+static bool start_streaming(GstCudaV4l2Src* self, const std::shared_ptr<v4l::Device>& device,
+                            v4l::Error* error) {
   State& st = self->priv->state;
   if (st.stream->start(error)) return true;
   // Only a refused buffer says anything about downstream's memory.
-  if (!st.downstream_pool || error->kind != cv::ErrorKind::kFailed) return false;
+  if (!st.downstream_pool || error->kind != v4l::ErrorKind::kFailed) return false;
   // The driver refused downstream's memory (e.g. it cannot be pinned for DMA): capture into
   // our own buffers instead.
   GST_ELEMENT_WARNING(self, RESOURCE, SETTINGS,
@@ -873,18 +873,18 @@ static bool start_streaming(GstCudaV4l2Src* self, const std::shared_ptr<cv::Devi
   GstCaps* caps = gst_pad_get_current_caps(GST_BASE_SRC_PAD(self));
   stop_stream(self);
   guint count = wanted;
-  if (!device->request_buffers(cv::Memory::kUserptr, &count, error)) {
+  if (!device->request_buffers(v4l::Memory::kUserptr, &count, error)) {
     if (caps) gst_caps_unref(caps);
     return false;
   }
   st.own_pool = make_own_pool(caps, st.format.size_image, count);
   if (caps) gst_caps_unref(caps);
   if (!st.own_pool) {
-    error->kind = cv::ErrorKind::kNoMemory;
+    error->kind = v4l::ErrorKind::kNoMemory;
     error->message = "Cannot allocate capture buffers for device '" + device->path() + "'.";
     return false;
   }
-  st.stream = cv::make_userptr_stream(device, st.own_pool, count, st.format.size_image);
+  st.stream = v4l::make_userptr_stream(device, st.own_pool, count, st.format.size_image);
   GST_OBJECT_LOCK(self);
   self->priv->stats.downstream_pool = false;
   GST_OBJECT_UNLOCK(self);
@@ -894,10 +894,10 @@ static bool start_streaming(GstCudaV4l2Src* self, const std::shared_ptr<cv::Devi
 static GstFlowReturn gst_cuda_v4l2_src_create(GstPushSrc* psrc, GstBuffer** out) {
   auto* self = GST_CUDA_V4L2_SRC(psrc);
   State& st = self->priv->state;
-  std::shared_ptr<cv::Device> device = current_device(self);
+  std::shared_ptr<v4l::Device> device = current_device(self);
   if (!device || !st.stream) return GST_FLOW_NOT_NEGOTIATED;
   const Settings s = snapshot_settings(self);
-  cv::Error error;
+  v4l::Error error;
 
   if (!st.streaming) {
     if (!start_streaming(self, device, &error)) {
@@ -916,7 +916,7 @@ static GstFlowReturn gst_cuda_v4l2_src_create(GstPushSrc* psrc, GstBuffer** out)
   }
   const size_t frame_bytes = static_cast<size_t>(st.format.bytes_per_line) * st.format.height;
 
-  cv::Frame frame;
+  v4l::Frame frame;
   GstBuffer* buffer = nullptr;
   for (;;) {
     if (st.flushing) return GST_FLOW_FLUSHING;
@@ -929,17 +929,17 @@ static GstFlowReturn gst_cuda_v4l2_src_create(GstPushSrc* psrc, GstBuffer** out)
     // With every buffer downstream there is nothing to time out on: wait for one to return.
     const bool starved = st.stream->queued() == 0;
     switch (device->wait_for_frame(starved ? STARVED_POLL_MS : timeout_ms, &error)) {
-      case cv::WaitResult::kInterrupted: return GST_FLOW_FLUSHING;
-      case cv::WaitResult::kError: post_error(self, error); return GST_FLOW_ERROR;
-      case cv::WaitResult::kTimeout:
+      case v4l::WaitResult::kInterrupted: return GST_FLOW_FLUSHING;
+      case v4l::WaitResult::kError: post_error(self, error); return GST_FLOW_ERROR;
+      case v4l::WaitResult::kTimeout:
         if (starved) continue;
-        error.kind = cv::ErrorKind::kTimeout;
+        error.kind = v4l::ErrorKind::kTimeout;
         error.message = "Device '" + device->path() + "' delivered no frame for " +
                         std::to_string(timeout_ms) + " ms.";
         error.detail = "frame-timeout expired; the sensor may be stopped or unplugged";
         post_error(self, error);
         return GST_FLOW_ERROR;
-      case cv::WaitResult::kReady: break;
+      case v4l::WaitResult::kReady: break;
     }
     if (st.stream->dequeue(frame_bytes, &frame, &buffer, &error)) break;
     if (error) {
@@ -965,7 +965,7 @@ static GstFlowReturn gst_cuda_v4l2_src_create(GstPushSrc* psrc, GstBuffer** out)
   const bool corrupted = frame.error_flag() || short_frame;
   GST_BUFFER_PTS(buffer) = running_time_of(self, frame);
   GST_BUFFER_DTS(buffer) = GST_CLOCK_TIME_NONE;
-  const uint64_t duration = cv::frame_duration_ns(st.rate);
+  const uint64_t duration = v4l::frame_duration_ns(st.rate);
   GST_BUFFER_DURATION(buffer) = duration ? duration : GST_CLOCK_TIME_NONE;
   GST_BUFFER_OFFSET(buffer) = frame.sequence;
   GST_BUFFER_OFFSET_END(buffer) = static_cast<guint64>(frame.sequence) + 1;
@@ -977,8 +977,8 @@ static GstFlowReturn gst_cuda_v4l2_src_create(GstPushSrc* psrc, GstBuffer** out)
     GstBuffer* packed = repacked(st, buffer);
     gst_buffer_unref(buffer);  // back to the pool / the driver
     if (!packed) {
-      cv::Error e;
-      e.kind = cv::ErrorKind::kNoMemory;
+      v4l::Error e;
+      e.kind = v4l::ErrorKind::kNoMemory;
       e.message =
           "Cannot allocate a buffer to repack a frame from device '" + device->path() + "'.";
       post_error(self, e);

@@ -51,8 +51,8 @@
 
 #include "camera/bayercaps.h"
 #include "common/cudaframes.h"
-#include "common/cudainterop.h"
 #include "common/enums.h"
+#include "common/gstcudainterop.h"
 #include "cuda_slots.h"
 #include "cudaipc/gstcudaipcmemory.h"
 #include "debayer_gpu.h"

@@ -7,7 +7,7 @@
 #include <gst/gst.h>
 
 #ifdef CIPC_HAVE_GST_CUDA
-#include "common/cudainterop.h"  // GStreamer's CUDA headers, as the plugin includes them
+#include "common/gstcudainterop.h"  // GStreamer's CUDA headers, as the plugin includes them
 
 namespace cipc_gst {
 

@@ -39,12 +39,12 @@
 #include "device.h"
 #endif
 #include "channel.h"
-#include "common/cudainterop.h"
 #include "common/elementtype.h"
 #include "common/enums.h"
+#include "common/gstcudainterop.h"
 #ifdef CIPC_HAVE_GST_CUDA
 #include "common/gstcompat.h"
-#include "ipcsink/exportedcudainput.h"
+#include "ipcsink/sinkcudamemoryinput.h"
 #endif
 #include "common/framing.h"
 #include "common/urihandler.h"
@@ -216,7 +216,7 @@ struct SinkPrivate {
   std::unique_ptr<cipc_gst::SlotPoolGenerations> pools;
 #ifdef CIPC_HAVE_GST_CUDA
   // GstCudaMemory from the exportable pool proposed upstream, sent without a copy (>= 1.24).
-  std::unique_ptr<cipc_gst::ExportedCudaInput> exported;
+  std::unique_ptr<cipc_gst::SinkCudaMemoryInput> exported;
 #endif
   cipc_gst::ClockOffset clock_offset;
   bool warned_copy = false;
@@ -495,7 +495,7 @@ static gboolean start_serving(GstCudaSinkIpc* self) {
 #ifdef CIPC_HAVE_GST_CUDA
   if (p.cuda_memory) {
     std::string why;
-    p.exported = cipc_gst::ExportedCudaInput::create(
+    p.exported = cipc_gst::SinkCudaMemoryInput::create(
         device, config.sync_mode,
         [link = p.producer_link](uint64_t generation, uint32_t index) {
           link->retire_slot(generation, index);
@@ -892,17 +892,17 @@ static bool place_frame(GstCudaSinkIpc* self, GstBuffer* buffer, GstCipcCopyPoli
   if (p.exported) {
     std::string error;
     switch (p.exported->send(buffer, *p.pools, &out->ref, &out->hold, &error)) {
-      case cipc_gst::ExportedCudaInput::Outcome::kSent:
+      case cipc_gst::SinkCudaMemoryInput::Outcome::kSent:
         out->described = buffer;
         out->layout = cipc_gst::exported_frame_layout(buffer, p.pools->info());
         ++p.gst_cuda_shared;
         return true;
-      case cipc_gst::ExportedCudaInput::Outcome::kFailed:
+      case cipc_gst::SinkCudaMemoryInput::Outcome::kFailed:
         GST_ELEMENT_ERROR(self, STREAM, FAILED,
                           ("Could not share a frame of GStreamer CUDA memory with consumers."),
                           ("%s", error.c_str()));
         return false;
-      case cipc_gst::ExportedCudaInput::Outcome::kNotExportable: break;
+      case cipc_gst::SinkCudaMemoryInput::Outcome::kNotExportable: break;
     }
   }
 #endif

@@ -12,9 +12,9 @@
 #include "memory/pinnedmemory.h"
 #include "release_worker.h"
 #endif
-#include "common/cudainterop.h"
 #include "common/framing.h"
 #include "common/gstcompat.h"
+#include "common/gstcudainterop.h"
 
 namespace cipc_gst {
 

@@ -37,16 +37,16 @@
 #include <vector>
 
 #include "channel.h"
-#include "client.h"
-#include "common/cudainterop.h"
 #include "common/elementtype.h"
 #include "common/enums.h"
 #include "common/framing.h"
 #include "common/gstcompat.h"
+#include "common/gstcudainterop.h"
 #include "consumer_backend.h"
+#include "reconnectingconsumer.h"
 #ifdef CIPC_HAVE_GST_GL
 #include "ipcsrc/gl/glcontext.h"
-#include "ipcsrc/gl/gloutput.h"
+#include "ipcsrc/gl/glcudainteropoutput.h"
 #endif
 #include "common/urihandler.h"
 #include "ipcsrc/srcnegotiation.h"
@@ -148,7 +148,7 @@ struct SrcPrivate {
   // Streaming state (streaming thread, start/stop); reset by teardown().
   Settings active;  // as of start(): every property is fixed from READY on
   cipc::Waker waker;
-  std::unique_ptr<cipc::ConsumerClient> client;
+  std::unique_ptr<cipc::ReconnectingConsumer> client;
   cipc_gst::ClockOffset clock_offset;
   cipc_gst::TimestampMapper timestamps;
   std::unique_ptr<cipc_gst::SrcOutput> output;  // made by set_caps (gst/srcoutput.h)
@@ -386,7 +386,7 @@ static gboolean gst_cuda_src_ipc_start(GstBaseSrc* src) {
     GST_DEBUG_OBJECT(self, "attempt %" G_GUINT64_FORMAT " to reach %s: %s", a.number,
                      s.socket_path.c_str(), why);
   };
-  p.client = std::make_unique<cipc::ConsumerClient>(
+  p.client = std::make_unique<cipc::ReconnectingConsumer>(
       config, [self](const cipc::Welcome& w) { return choose_backend(self, w); }, &p.waker);
   return TRUE;
 }
@@ -562,8 +562,8 @@ static gboolean gst_cuda_src_ipc_set_caps(GstBaseSrc* src, GstCaps* caps) {
                         (nullptr));
       return FALSE;
     }
-    p.output =
-        cipc_gst::make_gl_output(p.out_info, gl, &p.cuda, counters, p.active.gl_import, &why);
+    p.output = cipc_gst::make_gl_cuda_interop_output(p.out_info, gl, &p.cuda, counters,
+                                                     p.active.gl_import, &why);
     gst_object_unref(gl);
     if (!p.output) {
       GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS, ("Cannot output GL memory: %s.", why.c_str()),
@@ -839,7 +839,7 @@ static GstFlowReturn gst_cuda_src_ipc_create(GstPushSrc* push, GstBuffer** out) 
       }
     }
 #endif
-    // GL memory objects: claims whose GL read is done go back (gst/glmemobjoutput.h).
+    // GL memory objects: claims whose GL read is done go back (gst/glmemoryobjectoutput.h).
     if (p.output) {
       const int output_ms = p.output->collect_releases();
       if (output_ms >= 0 && (timeout_ms < 0 || output_ms < timeout_ms)) timeout_ms = output_ms;

@@ -3,10 +3,10 @@
 
 #include "memory/slotmemory.h"
 #ifdef CIPC_HAVE_GST_CUDA
-#include "common/cudainterop.h"
+#include "common/gstcudainterop.h"
 #endif
 #ifdef CIPC_HAVE_GST_GL
-#include "ipcsrc/gl/gloutput.h"
+#include "ipcsrc/gl/glcudainteropoutput.h"
 #endif
 
 namespace cipc_gst {

@@ -7,11 +7,11 @@
 #ifdef CIPC_HAVE_CUDA
 #include "common/cudaframes.h"
 #endif
-#include "common/cudainterop.h"
+#include "common/gstcudainterop.h"
 #include "memory/slotmemory.h"
 #ifdef CIPC_HAVE_GST_CUDA
 #include "common/gstcompat.h"
-#include "ipcsrc/wrappedcudaoutput.h"
+#include "ipcsrc/srccudamemoryoutput.h"
 #endif
 
 // Errors and logs go to cudasrc-ipc's own category (the element registers it).
@@ -228,9 +228,9 @@ std::unique_ptr<SrcOutput> make_src_output(SrcOutputKind kind, const GstVideoInf
 #ifdef CIPC_HAVE_GST_CUDA
     case SrcOutputKind::kGstCudaWrapped:
       // Frames GstCudaMemory cannot describe are copied, as kGstCuda does.
-      return make_wrapped_gst_cuda_output(out_info, gst_cuda_context,
-                                          std::make_unique<CopyIntoDownstreamOutput>(
-                                              SrcOutputKind::kGstCuda, out_info, cuda, counters));
+      return make_src_cuda_memory_output(out_info, gst_cuda_context,
+                                         std::make_unique<CopyIntoDownstreamOutput>(
+                                             SrcOutputKind::kGstCuda, out_info, cuda, counters));
 #endif
     default: break;
   }

@@ -3,7 +3,7 @@
 // the producer's slot itself (zero copies), a private device copy (io-mode=copy), one download
 // into downstream's own buffer (system memory), one device-to-device copy into GStreamer CUDA
 // memory (nvcodec), or GStreamer CUDA memory wrapping the slot (nvcodec, GStreamer 1.24 and later:
-// wrappedcudaoutput.h), or one device-to-device copy into a GL texture (gloutput.h).
+// srccudamemoryoutput.h), or one device-to-device copy into a GL texture (glcudainteropoutput.h).
 // choose_src_output() says which the negotiated caps ask for; the element
 // makes that output on set_caps and calls make() for every frame.
 #pragma once
@@ -33,8 +33,9 @@ enum class SrcOutputKind {
   kDownload,        // one device-to-host copy into downstream's buffer (CUDA producer, system caps)
   kGstCuda,         // one device-to-device copy into GStreamer CUDA memory (nvcodec downstream)
   kGstCudaWrapped,  // GStreamer CUDA memory wrapping the producer's slot (GStreamer >= 1.24)
-  kGl,              // one device-to-device copy into a GL texture (gloutput.h)
-  kGlMemoryObject,  // the slot imported into GL, copied by GL into a texture (glmemobjoutput.h)
+  kGl,              // one device-to-device copy into a GL texture (glcudainteropoutput.h)
+  kGlMemoryObject,  // the slot imported into GL, copied by GL into a texture
+                    // (glmemoryobjectoutput.h)
 };
 
 // What decides the output: the producer's memory, the negotiated caps' memory feature, io-mode.
@@ -111,7 +112,8 @@ class SrcOutput {
 // pipeline's, our primary context's wrapper), which it references. nullptr for a CUDA output in
 // a build without CUDA (never chosen there: the producer cannot be CUDA), and for
 // kGstCudaWrapped where it cannot be made (the caller then asks for kGstCuda). kGl is made by
-// make_gl_output() (gloutput.h), which needs the GL context; so is kGlMemoryObject.
+// make_gl_cuda_interop_output() (glcudainteropoutput.h), which needs the GL context; so is
+// kGlMemoryObject.
 std::unique_ptr<SrcOutput> make_src_output(SrcOutputKind kind, const GstVideoInfo& out_info,
                                            SrcCudaSide* cuda, SrcOutputCounters counters,
                                            GstCudaContext* gst_cuda_context = nullptr);

@@ -11,7 +11,7 @@
 
 #include "consumer.h"
 #include "cudaipc/gstcudaipcmemory.h"
-#include "memory.h"
+#include "memorybackend.h"
 
 #define GST_CIPC_SLOT_MEMORY_TYPE "CudaIpcSlotMemory"
 

@@ -14,8 +14,8 @@
 #include <mutex>
 #include <string>
 
-#include "memory.h"
 #include "memory/slotmemory.h"
+#include "memorybackend.h"
 #include "protocol.h"
 
 G_BEGIN_DECLS

@@ -33,7 +33,7 @@
 #include "fuzz_ops.h"
 #include "fuzz_util.h"
 #include "host_memory.h"
-#include "memory.h"
+#include "memorybackend.h"
 #include "protocol.h"
 
 using cipc_fuzz::check;

@@ -30,7 +30,7 @@
 #include "fuzz_ops.h"
 #include "fuzz_util.h"
 #include "host_memory.h"
-#include "memory.h"
+#include "memorybackend.h"
 #include "producer.h"
 #include "protocol.h"
 #include "waker.h"

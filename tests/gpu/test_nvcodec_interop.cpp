@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/cudainterop.h"
+#include "common/gstcudainterop.h"
 #include "cuda_api.h"
 #include "nvidia_smi.h"
 #include "process.h"

@@ -23,11 +23,11 @@
 #include "memory/slotpool.h"
 #include "waker.h"
 #ifdef CIPC_HAVE_GST_GL
-#include "ipcsrc/gl/gloutput.h"
+#include "ipcsrc/gl/glcudainteropoutput.h"
 #endif
 #ifdef CIPC_HAVE_GST_CUDA
-#include "common/cudainterop.h"
-#include "ipcsrc/wrappedcudaoutput.h"
+#include "common/gstcudainterop.h"
+#include "ipcsrc/srccudamemoryoutput.h"
 #endif
 
 namespace {

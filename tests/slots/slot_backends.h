@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "host_memory.h"
-#include "memory.h"
+#include "memorybackend.h"
 #ifdef CIPC_HAVE_CUDA
 #include "cuda_slots.h"
 #include "cuda_test_util.h"

@@ -68,12 +68,12 @@ struct ClientEvent {
   ConsumerEvent::Parting parting = ConsumerEvent::Parting::kNothing;
 };
 
-class ConsumerClient {
+class ReconnectingConsumer {
  public:
   // `waker` (optional, not owned) interrupts every wait.
-  ConsumerClient(ClientConfig config, BackendFactory backend_factory, Waker* waker);
-  ConsumerClient(const ConsumerClient&) = delete;
-  ConsumerClient& operator=(const ConsumerClient&) = delete;
+  ReconnectingConsumer(ClientConfig config, BackendFactory backend_factory, Waker* waker);
+  ReconnectingConsumer(const ReconnectingConsumer&) = delete;
+  ReconnectingConsumer& operator=(const ReconnectingConsumer&) = delete;
 
   // Attaches when not attached, then waits for what comes next; timeout_ms < 0: no limit (the
   // connect timeout still applies while attaching).

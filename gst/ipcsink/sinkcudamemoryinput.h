@@ -17,10 +17,10 @@
 #include <memory>
 #include <string>
 
-#include "common/cudainterop.h"
+#include "common/gstcudainterop.h"
 #include "cuda_api.h"
-#include "memory.h"
 #include "memory/slotpool.h"
+#include "memorybackend.h"
 #include "producer.h"
 
 namespace cipc_gst {
@@ -37,7 +37,7 @@ GstVideoInfo exported_frame_layout(GstBuffer* buffer, const GstVideoInfo& caps_i
 
 struct RetiredCudaMemory;
 
-class ExportedCudaInput {
+class SinkCudaMemoryInput {
  public:
   // Told, on any thread and possibly after this object is gone, that a slot it handed out will
   // never be sent again: its memory was freed (or replaced by a newer generation's adoption).
@@ -46,13 +46,13 @@ class ExportedCudaInput {
   using PoolLimit = std::function<void(guint max_buffers)>;
 
   // Made by create(), which says why it cannot be.
-  static std::unique_ptr<ExportedCudaInput> create(int device, cipc::SyncMode sync, Retire retire,
-                                                   PoolLimit pool_limit, std::string* why);
+  static std::unique_ptr<SinkCudaMemoryInput> create(int device, cipc::SyncMode sync, Retire retire,
+                                                     PoolLimit pool_limit, std::string* why);
   // Memory kept out of its pool under a stuck consumer (FrameHold::retire) goes back once the
   // last frame hold is gone too.
-  ~ExportedCudaInput();
-  ExportedCudaInput(const ExportedCudaInput&) = delete;
-  ExportedCudaInput& operator=(const ExportedCudaInput&) = delete;
+  ~SinkCudaMemoryInput();
+  SinkCudaMemoryInput(const SinkCudaMemoryInput&) = delete;
+  SinkCudaMemoryInput& operator=(const SinkCudaMemoryInput&) = delete;
 
   enum class Outcome {
     kSent,           // `ref` and `hold` are set: publish them
@@ -66,7 +66,7 @@ class ExportedCudaInput {
                std::shared_ptr<cipc::FrameHold>* hold, std::string* error);
 
  private:
-  ExportedCudaInput(int device, cipc::SyncMode sync, Retire retire, PoolLimit pool_limit);
+  SinkCudaMemoryInput(int device, cipc::SyncMode sync, Retire retire, PoolLimit pool_limit);
 
   const int device_;
   const cipc::SyncMode sync_;

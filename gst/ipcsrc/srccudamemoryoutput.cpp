@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-#include "ipcsrc/wrappedcudaoutput.h"
+#include "ipcsrc/srccudamemoryoutput.h"
 
 #include <string>
 #include <utility>
 
-#include "common/cudainterop.h"
 #include "common/gstcompat.h"
+#include "common/gstcudainterop.h"
 #include "cuda_slots.h"
 
 // Logs go to cudasrc-ipc's own category (srcoutput.cpp finds it before this output is made).
@@ -115,9 +115,9 @@ class WrappedGstCudaOutput final : public SrcOutput {
 
 }  // namespace
 
-std::unique_ptr<SrcOutput> make_wrapped_gst_cuda_output(const GstVideoInfo& out_info,
-                                                        GstCudaContext* context,
-                                                        std::unique_ptr<SrcOutput> fallback) {
+std::unique_ptr<SrcOutput> make_src_cuda_memory_output(const GstVideoInfo& out_info,
+                                                       GstCudaContext* context,
+                                                       std::unique_ptr<SrcOutput> fallback) {
   if (!cipc_wrapped_output_debug) GST_DEBUG_CATEGORY_GET(cipc_wrapped_output_debug, "cudaipc-src");
   if (!gst_cuda_can_wrap_device_memory() || context == nullptr || !fallback) return nullptr;
   auto output = std::make_unique<WrappedGstCudaOutput>(out_info, context, std::move(fallback));

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-#include "ipcsrc/gl/glmemoryobject.h"
+#include "ipcsrc/gl/glslotbuffer.h"
 
 #include <fcntl.h>
 #include <gst/gl/gstglfuncs.h>

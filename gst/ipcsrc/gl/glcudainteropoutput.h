@@ -53,13 +53,14 @@ GstFlowReturn acquire_gl_target(GstBaseSrc* src, cipc::ReceivedFrame& frame,
 void set_gl_sync_point(GstBuffer* buffer, GstGLContext* context);
 
 // The output for cudasrc-ipc's gl-import `way`, writing into textures of `context` (referenced)
-// with `cuda`'s device and stream. memory-object: glmemobjoutput.h. cuda-interop and auto copy
-// with CUDA-OpenGL interop; where CUDA cannot register a texture (GL on another GPU, or a GL
+// with `cuda`'s device and stream. memory-object: glmemoryobjectoutput.h. cuda-interop and auto
+// copy with CUDA-OpenGL interop; where CUDA cannot register a texture (GL on another GPU, or a GL
 // without CUDA interop), auto warns once and from then on fills the textures' system-memory side
 // with a download, which GL uploads, and cuda-interop fails with an error naming the cause.
 // nullptr with *why where the way cannot be made on this context.
-std::unique_ptr<SrcOutput> make_gl_output(const GstVideoInfo& out_info, GstGLContext* context,
-                                          SrcCudaSide* cuda, SrcOutputCounters counters,
-                                          GstCipcGlImport way, std::string* why);
+std::unique_ptr<SrcOutput> make_gl_cuda_interop_output(const GstVideoInfo& out_info,
+                                                       GstGLContext* context, SrcCudaSide* cuda,
+                                                       SrcOutputCounters counters,
+                                                       GstCipcGlImport way, std::string* why);
 
 }  // namespace cipc_gst

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-// ConsumerClient (ipc/client.h): finding a producer within connect-timeout, reattaching with
-// reconnect, and the one event that says why a stream ended - with real producers and with a
-// producer impersonator that breaks the protocol, over real sockets and host memory.
+// ReconnectingConsumer (ipc/reconnectingconsumer.h): finding a producer within connect-timeout,
+// reattaching with reconnect, and the one event that says why a stream ended - with real producers
+// and with a producer impersonator that breaks the protocol, over real sockets and host memory.
 
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -15,9 +15,9 @@
 #include <thread>
 #include <vector>
 
-#include "client.h"
 #include "host_memory.h"
 #include "producer.h"
+#include "reconnectingconsumer.h"
 #include "test_util.h"
 
 namespace cipc {
@@ -45,8 +45,8 @@ class Client : public ::testing::Test {
     c.connect_timeout_ms = connect_timeout_ms;
     return c;
   }
-  std::unique_ptr<ConsumerClient> client(const ClientConfig& c, Waker* waker = nullptr) {
-    return std::make_unique<ConsumerClient>(
+  std::unique_ptr<ReconnectingConsumer> client(const ClientConfig& c, Waker* waker = nullptr) {
+    return std::make_unique<ReconnectingConsumer>(
         c,
         [](const Welcome&) -> Result<std::shared_ptr<MemoryBackend>> {
           return std::shared_ptr<MemoryBackend>(std::make_shared<cipc_slots::HostMemoryBackend>());

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-#include "common/cudainterop.h"
+#include "common/gstcudainterop.h"
 
 #ifdef CIPC_HAVE_GST_CUDA
 #include <gst/cuda/gstcudaloader.h>

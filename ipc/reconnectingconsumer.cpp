@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-#include "client.h"
+#include "reconnectingconsumer.h"
 
 #include <poll.h>
 
@@ -8,25 +8,26 @@
 
 namespace cipc {
 
-ConsumerClient::ConsumerClient(ClientConfig config, BackendFactory backend_factory, Waker* waker)
+ReconnectingConsumer::ReconnectingConsumer(ClientConfig config, BackendFactory backend_factory,
+                                           Waker* waker)
     : config_(std::move(config)), backend_factory_(std::move(backend_factory)), waker_(waker) {}
 
-uint64_t ConsumerClient::slots_imported() const {
+uint64_t ReconnectingConsumer::slots_imported() const {
   return slots_before_ + (consumer_ ? consumer_->stats().slots_imported : 0);
 }
 
-uint64_t ConsumerClient::slots_retired() const {
+uint64_t ReconnectingConsumer::slots_retired() const {
   return retired_before_ + (consumer_ ? consumer_->stats().slots_retired : 0);
 }
 
-void ConsumerClient::disconnect() {
+void ReconnectingConsumer::disconnect() {
   if (!consumer_) return;
   slots_before_ += consumer_->stats().slots_imported;
   retired_before_ += consumer_->stats().slots_retired;
   consumer_.reset();
 }
 
-bool ConsumerClient::pause() {
+bool ReconnectingConsumer::pause() {
   const int ms = static_cast<int>(std::max<uint32_t>(config_.reconnect_interval_ms, 1));
   if (!waker_) {
     ::poll(nullptr, 0, ms);
@@ -36,7 +37,7 @@ bool ConsumerClient::pause() {
   return ::poll(&p, 1, ms) == 0;
 }
 
-ClientEvent ConsumerClient::attach(uint64_t deadline_ns) {
+ClientEvent ReconnectingConsumer::attach(uint64_t deadline_ns) {
   ClientEvent out;
   const bool forever = config_.reconnect || config_.connect_timeout_ms == 0;
   const uint64_t deadline = monotonic_ns() + uint64_t(config_.connect_timeout_ms) * 1000000;
@@ -78,7 +79,7 @@ ClientEvent ConsumerClient::attach(uint64_t deadline_ns) {
   }
 }
 
-ClientEvent ConsumerClient::lose(const ConsumerEvent& event) {
+ClientEvent ReconnectingConsumer::lose(const ConsumerEvent& event) {
   ClientEvent out;
   out.error = event.error;
   out.parting = event.parting;
@@ -100,7 +101,7 @@ ClientEvent ConsumerClient::lose(const ConsumerEvent& event) {
   return out;
 }
 
-ClientEvent ConsumerClient::next(int timeout_ms) {
+ClientEvent ReconnectingConsumer::next(int timeout_ms) {
   const uint64_t deadline =
       timeout_ms < 0 ? UINT64_MAX : monotonic_ns() + uint64_t(timeout_ms) * 1000000;
   if (!consumer_) return attach(deadline);

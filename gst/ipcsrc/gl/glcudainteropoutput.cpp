@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-#include "ipcsrc/gl/gloutput.h"
+#include "ipcsrc/gl/glcudainteropoutput.h"
 
 #include <string>
 #include <utility>
 
 #include "cuda_slots.h"
 #include "gl_interop.h"
-#include "ipcsrc/gl/glmemobjoutput.h"
+#include "ipcsrc/gl/glmemoryobjectoutput.h"
 #include "ipcsrc/srcnegotiation.h"
 
 // Logs go to cudasrc-ipc's own category.
@@ -251,9 +251,10 @@ class GlInteropOutput final : public SrcOutput {
 
 }  // namespace
 
-std::unique_ptr<SrcOutput> make_gl_output(const GstVideoInfo& out_info, GstGLContext* context,
-                                          SrcCudaSide* cuda, SrcOutputCounters counters,
-                                          GstCipcGlImport way, std::string* why) {
+std::unique_ptr<SrcOutput> make_gl_cuda_interop_output(const GstVideoInfo& out_info,
+                                                       GstGLContext* context, SrcCudaSide* cuda,
+                                                       SrcOutputCounters counters,
+                                                       GstCipcGlImport way, std::string* why) {
   if (!cipc_gl_output_debug) GST_DEBUG_CATEGORY_GET(cipc_gl_output_debug, "cudaipc-src");
   if (!context || !cuda) {
     *why = "no GL context";

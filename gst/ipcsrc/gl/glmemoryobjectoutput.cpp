@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-#include "ipcsrc/gl/glmemobjoutput.h"
+#include "ipcsrc/gl/glmemoryobjectoutput.h"
 
 #include <gst/gl/gstglfuncs.h>
 
@@ -8,8 +8,8 @@
 
 #include "cuda_slots.h"
 #include "ipcsrc/gl/fencedreleases.h"
-#include "ipcsrc/gl/glmemoryobject.h"
-#include "ipcsrc/gl/gloutput.h"
+#include "ipcsrc/gl/glcudainteropoutput.h"
+#include "ipcsrc/gl/glslotbuffer.h"
 
 GST_DEBUG_CATEGORY_STATIC(cipc_gl_memobj_debug);
 #define GST_CAT_DEFAULT cipc_gl_memobj_debug

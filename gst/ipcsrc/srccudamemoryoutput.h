@@ -13,7 +13,7 @@
 
 #include <memory>
 
-#include "common/cudainterop.h"
+#include "common/gstcudainterop.h"
 #include "ipcsrc/srcoutput.h"
 
 namespace cipc_gst {
@@ -27,8 +27,8 @@ bool gst_cuda_memory_can_describe(const GstVideoInfo& layout);
 // The output, on `context` (our primary context's wrapper: the slots are mapped there). `fallback`
 // copies the frames that cannot be wrapped. nullptr before GStreamer 1.24 or when no GstCudaStream
 // could be made on `context`.
-std::unique_ptr<SrcOutput> make_wrapped_gst_cuda_output(const GstVideoInfo& out_info,
-                                                        GstCudaContext* context,
-                                                        std::unique_ptr<SrcOutput> fallback);
+std::unique_ptr<SrcOutput> make_src_cuda_memory_output(const GstVideoInfo& out_info,
+                                                       GstCudaContext* context,
+                                                       std::unique_ptr<SrcOutput> fallback);
 
 }  // namespace cipc_gst

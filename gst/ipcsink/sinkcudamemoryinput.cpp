@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-#include "ipcsink/exportedcudainput.h"
+#include "ipcsink/sinkcudamemoryinput.h"
 
 #include <fcntl.h>
 
@@ -43,11 +43,11 @@ GQuark adoptions_quark() {
 
 // One sink's adoption of one GstCudaMemory: the slot its consumers import.
 struct AdoptedSlot {
-  uint64_t owner = 0;  // the ExportedCudaInput's serial
+  uint64_t owner = 0;  // the SinkCudaMemoryInput's serial
   uint64_t generation = 0;
   uint32_t index = 0;
   std::shared_ptr<cipc::SlotMemory> memory;
-  ExportedCudaInput::Retire retire;
+  SinkCudaMemoryInput::Retire retire;
   AdoptedSlot() = default;
   AdoptedSlot(const AdoptedSlot&) = delete;
   AdoptedSlot& operator=(const AdoptedSlot&) = delete;
@@ -143,16 +143,17 @@ GstVideoInfo exported_frame_layout(GstBuffer* buffer, const GstVideoInfo& caps_i
   return mem && gst_is_cuda_memory(mem) ? GST_CUDA_MEMORY_CAST(mem)->info : caps_info;
 }
 
-std::unique_ptr<ExportedCudaInput> ExportedCudaInput::create(int device, cipc::SyncMode sync,
-                                                             Retire retire, PoolLimit pool_limit,
-                                                             std::string* why) {
+std::unique_ptr<SinkCudaMemoryInput> SinkCudaMemoryInput::create(int device, cipc::SyncMode sync,
+                                                                 Retire retire,
+                                                                 PoolLimit pool_limit,
+                                                                 std::string* why) {
   if (!cipc_exported_input_debug) GST_DEBUG_CATEGORY_GET(cipc_exported_input_debug, "cudaipc-sink");
   if (!gst_cuda_can_export_memory()) {
     *why = "GStreamer before 1.24 has no exportable CUDA memory";
     return nullptr;
   }
-  std::unique_ptr<ExportedCudaInput> input(
-      new ExportedCudaInput(device, sync, std::move(retire), std::move(pool_limit)));
+  std::unique_ptr<SinkCudaMemoryInput> input(
+      new SinkCudaMemoryInput(device, sync, std::move(retire), std::move(pool_limit)));
   const cipc_cuda::Status s = cipc_cuda::Stream::create(device, &input->idle_stream_);
   if (!s) {
     *why = "could not create a CUDA stream: " + s.message();
@@ -161,8 +162,8 @@ std::unique_ptr<ExportedCudaInput> ExportedCudaInput::create(int device, cipc::S
   return input;
 }
 
-ExportedCudaInput::ExportedCudaInput(int device, cipc::SyncMode sync, Retire retire,
-                                     PoolLimit pool_limit)
+SinkCudaMemoryInput::SinkCudaMemoryInput(int device, cipc::SyncMode sync, Retire retire,
+                                         PoolLimit pool_limit)
     : device_(device),
       sync_(sync),
       serial_(next_serial++),
@@ -170,14 +171,15 @@ ExportedCudaInput::ExportedCudaInput(int device, cipc::SyncMode sync, Retire ret
       pool_limit_(std::move(pool_limit)),
       retired_(std::make_shared<RetiredCudaMemory>()) {}
 
-ExportedCudaInput::~ExportedCudaInput() {
+SinkCudaMemoryInput::~SinkCudaMemoryInput() {
   if (last_pool_) gst_object_unref(last_pool_);
 }
 
-ExportedCudaInput::Outcome ExportedCudaInput::send(GstBuffer* buffer, SlotPoolGenerations& pools,
-                                                   cipc::SlotRef* ref,
-                                                   std::shared_ptr<cipc::FrameHold>* hold,
-                                                   std::string* error) {
+SinkCudaMemoryInput::Outcome SinkCudaMemoryInput::send(GstBuffer* buffer,
+                                                       SlotPoolGenerations& pools,
+                                                       cipc::SlotRef* ref,
+                                                       std::shared_ptr<cipc::FrameHold>* hold,
+                                                       std::string* error) {
   if (gst_buffer_n_memory(buffer) != 1) return Outcome::kNotExportable;
   GstMemory* mem = gst_buffer_peek_memory(buffer, 0);
   // Planes are described from the slot's first byte: memory that starts further in is copied.

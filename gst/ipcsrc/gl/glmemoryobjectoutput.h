@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 // cudasrc-ipc's GL output with no CUDA copy (gl-import=memory-object): each producer slot is
-// imported into downstream's GL context once as a memory object (glmemoryobject.h), cached
+// imported into downstream's GL context once as a memory object (glslotbuffer.h), cached
 // until the producer retires it, and each frame is copied by GL on the GPU from that memory
 // into a texture of downstream's GL pool. GL cannot wait on a CUDA event, so the streaming
 // thread waits on the CPU until the producer's frame is complete before GL is asked to read
 // it; the frame's claim goes back once a GL fence queued after the read has signalled, polled
 // in the GL thread at each later frame (fencedreleases.h). Slots keep their descriptors open
-// for this (one per imported slot). Frames of 4 bytes per pixel only, as gloutput.h.
+// for this (one per imported slot). Frames of 4 bytes per pixel only, as glcudainteropoutput.h.
 #pragma once
 
 #include <gst/gl/gl.h>
