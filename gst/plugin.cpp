@@ -17,7 +17,7 @@
 #include "memory/slotmemory.h"
 #include "memory/slotpool.h"
 #ifdef CIPC_HAVE_CUDA
-#include "common/cudaframes.h"
+#include "common/cudaplanecopy.h"
 #include "memory/pinnedmemory.h"
 #include "release_worker.h"
 #endif

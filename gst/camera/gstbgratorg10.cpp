@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "camera/bayercaps.h"
-#include "common/enums.h"
+#include "camera/cameraenums.h"
 #include "mosaic.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_bgra_to_rg10_debug);

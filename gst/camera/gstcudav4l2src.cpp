@@ -47,6 +47,7 @@
 #include <memory>
 #include <string>
 
+#include "camera/cameraenums.h"
 #include "camera/v4l2stream.h"
 #include "formats.h"
 #include "v4l2capture.h"
@@ -66,12 +67,6 @@ enum {
   PROP_FRAME_TIMEOUT,
   PROP_STATS,
 };
-
-typedef enum {
-  GST_CIPC_V4L2_IO_AUTO = 0,
-  GST_CIPC_V4L2_IO_USERPTR = 1,
-  GST_CIPC_V4L2_IO_MMAP = 2,
-} GstCipcV4l2IoMode;
 
 #define DEFAULT_DEVICE "/dev/video0"
 #define DEFAULT_IO_MODE GST_CIPC_V4L2_IO_AUTO
@@ -128,26 +123,6 @@ struct State {
   bool error_posted = false;
   std::atomic<bool> flushing{false};
 };
-
-GType io_mode_get_type() {
-  static GType type = [] {
-    static const GEnumValue values[] = {
-        {GST_CIPC_V4L2_IO_AUTO,
-         "USERPTR into downstream's or our own buffers; MMAP (with a warning) if the driver "
-         "refuses USERPTR",
-         "auto"},
-        {GST_CIPC_V4L2_IO_USERPTR,
-         "USERPTR only: the driver writes into downstream's buffers when they suit, else into "
-         "our page-aligned ones",
-         "userptr"},
-        {GST_CIPC_V4L2_IO_MMAP,
-         "MMAP: the driver's own buffers, pushed without a copy and requeued when released",
-         "mmap"},
-        {0, nullptr, nullptr}};
-    return g_enum_register_static("GstCudaV4l2SrcIoMode", values);
-  }();
-  return type;
-}
 
 // ---- Caps -----------------------------------------------------------------------------------
 
@@ -1038,7 +1013,7 @@ static void gst_cuda_v4l2_src_class_init(GstCudaV4l2SrcClass* klass) {
       g_param_spec_enum("io-mode", "I/O mode",
                         "How frames get from the driver into buffers: auto (USERPTR, falling "
                         "back to MMAP with a warning if the driver refuses it), userptr or mmap",
-                        io_mode_get_type(), DEFAULT_IO_MODE, rw_ready));
+                        gst_cipc_v4l2_io_mode_get_type(), DEFAULT_IO_MODE, rw_ready));
   g_object_class_install_property(
       object_class, PROP_DRIVER_BUFFERS,
       g_param_spec_uint("driver-buffers", "Driver buffers",
@@ -1087,8 +1062,6 @@ static void gst_cuda_v4l2_src_class_init(GstCudaV4l2SrcClass* klass) {
   base_class->unlock = GST_DEBUG_FUNCPTR(gst_cuda_v4l2_src_unlock);
   base_class->unlock_stop = GST_DEBUG_FUNCPTR(gst_cuda_v4l2_src_unlock_stop);
   push_class->create = GST_DEBUG_FUNCPTR(gst_cuda_v4l2_src_create);
-
-  gst_type_mark_as_plugin_api(io_mode_get_type(), static_cast<GstPluginAPIFlags>(0));
 }
 
 static void gst_cuda_v4l2_src_init(GstCudaV4l2Src* self) {

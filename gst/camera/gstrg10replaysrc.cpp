@@ -36,7 +36,7 @@
 #include <vector>
 
 #include "camera/bayercaps.h"
-#include "common/enums.h"
+#include "camera/cameraenums.h"
 #include "replay_scene.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_rg10_replay_src_debug);

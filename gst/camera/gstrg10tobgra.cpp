@@ -50,8 +50,8 @@
 #include <string>
 
 #include "camera/bayercaps.h"
-#include "common/cudaframes.h"
-#include "common/enums.h"
+#include "camera/cameraenums.h"
+#include "common/cudaplanecopy.h"
 #include "common/gstcudainterop.h"
 #include "cuda_slots.h"
 #include "cudaipc/gstcudaipcmemory.h"

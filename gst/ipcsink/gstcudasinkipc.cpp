@@ -40,13 +40,14 @@
 #endif
 #include "channel.h"
 #include "common/elementtype.h"
-#include "common/enums.h"
 #include "common/gstcudainterop.h"
+#include "ipcsink/sinkenums.h"
 #ifdef CIPC_HAVE_GST_CUDA
 #include "common/gstcompat.h"
 #include "ipcsink/sinkcudamemoryinput.h"
 #endif
-#include "common/framing.h"
+#include "common/clockmapping.h"
+#include "common/frameplanes.h"
 #include "common/urihandler.h"
 #include "host_memory.h"
 #include "ipcsink/slotcopy.h"

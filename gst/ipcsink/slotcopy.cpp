@@ -7,12 +7,12 @@
 #include <vector>
 
 #ifdef CIPC_HAVE_CUDA
-#include "common/cudaframes.h"
+#include "common/cudaplanecopy.h"
 #include "cuda_slots.h"
 #include "memory/pinnedmemory.h"
 #include "release_worker.h"
 #endif
-#include "common/framing.h"
+#include "common/frameplanes.h"
 #include "common/gstcompat.h"
 #include "common/gstcudainterop.h"
 

@@ -37,12 +37,13 @@
 #include <vector>
 
 #include "channel.h"
+#include "common/clockmapping.h"
 #include "common/elementtype.h"
-#include "common/enums.h"
-#include "common/framing.h"
+#include "common/frameplanes.h"
 #include "common/gstcompat.h"
 #include "common/gstcudainterop.h"
 #include "consumer_backend.h"
+#include "ipcsrc/srcenums.h"
 #include "reconnectingconsumer.h"
 #ifdef CIPC_HAVE_GST_GL
 #include "ipcsrc/gl/glcontext.h"
@@ -708,7 +709,7 @@ static void post_stats(GstCudaSrcIpc* self, Window& w, uint64_t now) {
 }
 
 // The frame's timestamps as running times of this pipeline; false for a stale frame of a live
-// producer (captured before this pipeline started), which is dropped (framing.h).
+// producer (captured before this pipeline started), which is dropped (clockmapping.h).
 static bool map_timestamps(GstCudaSrcIpc* self, const cipc::Frame& info, GstClockTime* pts,
                            GstClockTime* dts) {
   SrcPrivate& p = *self->priv;

@@ -5,7 +5,7 @@
 #include <string>
 
 #ifdef CIPC_HAVE_CUDA
-#include "common/cudaframes.h"
+#include "ipcsrc/srccudacopies.h"
 #endif
 #include "common/gstcudainterop.h"
 #include "memory/slotmemory.h"

@@ -76,7 +76,7 @@ struct SrcCudaSide {
 };
 
 #ifdef CIPC_HAVE_CUDA
-// Copies `frame` into `buffer`, a buffer of downstream's pool (download_into(), cudaframes.h,
+// Copies `frame` into `buffer`, a buffer of downstream's pool (download_into(), srccudacopies.h,
 // with `map_flags`). On failure posts the element error, unrefs `buffer` and returns false.
 bool copy_frame_into(GstBaseSrc* src, cipc::ReceivedFrame& frame, const GstVideoInfo& layout,
                      GstBuffer* buffer, const GstVideoInfo& out_info, SrcCudaSide* cuda,

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-// libFuzzer target: the consumer's check of a producer's plane layout (gst/framing.h,
+// libFuzzer target: the consumer's check of a producer's plane layout (gst/common/frameplanes.h,
 // validate_planes), which is all that stands between a lying producer and downstream elements
 // reading outside the frame.
 //
@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "common/framing.h"
+#include "common/frameplanes.h"
 #include "fuzz_util.h"
 #include "protocol.h"
 
@@ -50,7 +50,7 @@ uint64_t default_extent(const GstVideoInfo& info, guint plane) {
 }
 
 // Rows of `plane` a downstream element reads: the tallest component stored in it (computed
-// here independently of framing.cpp), or for a palette all of its default extent.
+// here independently of frameplanes.cpp), or for a palette all of its default extent.
 uint64_t rows_read(const GstVideoInfo& info, guint plane) {
   uint64_t rows = 0;
   // A palette (plane 1 of RGB8P) is 256 entries whatever the height, though GStreamer lists

@@ -14,7 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "common/framing.h"
+#include "common/clockmapping.h"
+#include "common/frameplanes.h"
 #include "host_memory.h"
 #include "ipcsink/slotcopy.h"
 #include "ipcsrc/srcnegotiation.h"

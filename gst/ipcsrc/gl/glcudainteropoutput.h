@@ -16,7 +16,7 @@
 #include <memory>
 #include <string>
 
-#include "common/enums.h"
+#include "ipcsrc/srcenums.h"
 #include "ipcsrc/srcoutput.h"
 
 namespace cipc_slots {

@@ -1,43 +1,14 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-// Pure helpers between GStreamer buffers and the wire's FRAME message: plane layout in both
-// directions (with the consumer-side bounds check), and running time <-> CLOCK_MONOTONIC.
+// Running time <-> CLOCK_MONOTONIC, the time base of the wire's FRAME timestamps: the offset of
+// the pipeline's clock, both conversions, and the consumer's mapping of a producer's timestamps
+// into its own pipeline.
 #pragma once
 
 #include <gst/gst.h>
-#include <gst/video/video.h>
 
-#include <string>
-
-#include "protocol.h"
+#include <cstdint>
 
 namespace cipc_gst {
-
-// Writes the buffer's plane offsets and strides (from its GstVideoMeta, else from `info`) and
-// the payload size into `frame`.
-void describe_planes(GstBuffer* buffer, const GstVideoInfo& info, cipc::Frame& frame);
-
-// Entries (rows of GstVideoInfo's stride 4) of a palette format's plane 1.
-constexpr guint kPaletteEntries = 256;
-
-// Rows in `plane` of a frame of `info` (chroma planes may have fewer; a palette has
-// kPaletteEntries).
-guint plane_rows(const GstVideoInfo& info, guint plane);
-
-// Bytes of a row of `plane` that hold pixels: the widest of the plane's components (width x
-// pixel stride), so a packed 4:2:2 row of odd width keeps its last chroma pair, which
-// gst_video_frame_copy() drops between different strides (it measures the first component, Y).
-// 0 where the format has no pixel stride (v210, UYVP, IYU1): then only the stride says.
-gsize plane_row_bytes(const GstVideoInfo& info, guint plane);
-
-// Copies every plane of `src` into `dst` (same format and size, any strides): rows of
-// plane_row_bytes() (the smaller stride where that is 0); tiled formats tile by tile.
-bool copy_video_frame(GstVideoFrame* dst, const GstVideoFrame* src);
-
-// Consumer side: checks that the producer's layout keeps every plane of `info` inside
-// `frame.size` bytes (never trusting the peer). On success fills `layout` with the offsets and
-// strides to put into the output buffer's GstVideoMeta.
-bool validate_planes(const cipc::Frame& frame, const GstVideoInfo& info, GstVideoInfo* layout,
-                     std::string* why);
 
 // CLOCK_MONOTONIC minus the clock's time, in ns: 0 for a monotonic GstSystemClock (the default
 // pipeline clock), measured otherwise. With no clock, 0.
