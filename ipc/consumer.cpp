@@ -337,115 +337,128 @@ bool Consumer::handle(Packet& packet, ConsumerEvent& out) {
     return true;
   }
   switch (type) {
-    case MessageType::kCaps: {
-      Caps& caps = std::get<Caps>(m.body);
-      has_caps_ = true;
-      generation_ = caps.generation;
-      frame_size_ = caps.frame_size;
-      // Slots of older generations are never used again; frames still alive keep their own.
-      for (auto it = slots_.begin(); it != slots_.end();)
-        it = std::get<1>(it->first) != generation_ ? slots_.erase(it) : std::next(it);
-      out.kind = ConsumerEvent::Kind::kCaps;
-      out.caps = std::move(caps);
-      return true;
-    }
-    case MessageType::kSlot: {
-      const Slot& s = std::get<Slot>(m.body);
-      if (!has_caps_ || s.generation != generation_) {
-        out = fail(ErrorCode::kProtocol, "the producer sent a SLOT of generation " +
-                                             std::to_string(s.generation) +
-                                             " that its CAPS did not announce");
-        return true;
-      }
-      const auto key = std::make_tuple(welcome_.instance_id, s.generation, s.index);
-      if (slots_.count(key)) {
-        out = fail(ErrorCode::kProtocol,
-                   "the producer sent slot " + std::to_string(s.index) + " twice");
-        return true;
-      }
-      auto memory = backend_->import(std::move(packet.fds[0]), s.size,
-                                     (s.flags & Slot::kHasEvent) ? &s.event : nullptr);
-      if (!memory) {
-        out = fail(memory.error().code, "could not import slot " + std::to_string(s.index) + ": " +
-                                            memory.error().message);
-        return true;
-      }
-      auto slot = std::make_shared<ImportedSlot>();
-      slot->generation = s.generation;
-      slot->index = s.index;
-      slot->memory = std::move(memory.value());
-      slots_.emplace(key, std::move(slot));
-      ++slots_imported_;
-      return false;
-    }
-    case MessageType::kFrame: {
-      const Frame& f = std::get<Frame>(m.body);
-      auto it = slots_.find(std::make_tuple(welcome_.instance_id, f.generation, f.slot));
-      if (!has_caps_ || f.generation != generation_ || it == slots_.end()) {
-        out = fail(ErrorCode::kProtocol, "the producer sent a FRAME in slot " +
-                                             std::to_string(f.slot) + " (generation " +
-                                             std::to_string(f.generation) + ") it never shared");
-        return true;
-      }
-      if (f.size > it->second->memory->size()) {
-        out = fail(ErrorCode::kProtocol, "the producer sent a FRAME of " + std::to_string(f.size) +
-                                             " bytes in a slot of " +
-                                             std::to_string(it->second->memory->size()));
-        return true;
-      }
-      ++frames_received_;
-      out.kind = ConsumerEvent::Kind::kFrame;
-      out.frame.info = f;
-      out.frame.slot = it->second;
-      out.frame.claim = std::make_shared<FrameClaim>(link_, f);
-      return true;
-    }
-    case MessageType::kRetire: {
-      // Frames of ours still in that slot keep their own reference to the import; it is
-      // unmapped when the last of them goes.
-      const Retire& r = std::get<Retire>(m.body);
-      if (slots_.erase(std::make_tuple(welcome_.instance_id, r.generation, r.slot)) == 0) {
-        out = fail(ErrorCode::kProtocol, "the producer retired slot " + std::to_string(r.slot) +
-                                             " (generation " + std::to_string(r.generation) +
-                                             "), which it never shared");
-        return true;
-      }
-      ++slots_retired_;
-      return false;
-    }
-    case MessageType::kEos: out.kind = ConsumerEvent::Kind::kEos; return true;
-    case MessageType::kBye: {
-      std::lock_guard<std::mutex> lock(link_->mutex);
-      link_->open = false;
-      link_->channel.shutdown();
-      out.kind = ConsumerEvent::Kind::kClosed;
-      const uint32_t reason = std::get<Bye>(m.body).reason;
-      bye_reason_ = reason;
-      out.parting = reason == Bye::kShutdown ? ConsumerEvent::Parting::kStopped
-                                             : ConsumerEvent::Parting::kEvicted;
-      out.error = Error{ErrorCode::kClosed,
-                        reason == Bye::kTimeout
-                            ? "the producer disconnected this consumer: it held a frame longer "
-                              "than the producer's release-timeout"
-                        : reason == Bye::kProtocolError
-                            ? "the producer disconnected this consumer for breaking the protocol"
-                            : "the producer stopped"};
-      return true;
-    }
-    case MessageType::kError: {
-      std::lock_guard<std::mutex> lock(link_->mutex);
-      link_->open = false;
-      link_->channel.shutdown();
-      out.kind = ConsumerEvent::Kind::kError;
-      out.error = from_error_message(std::get<ErrorMessage>(m.body));
-      out.parting = ConsumerEvent::Parting::kError;
-      return true;
-    }
+    case MessageType::kCaps: return on_caps(std::get<Caps>(m.body), out);
+    case MessageType::kSlot: return on_slot(std::get<Slot>(m.body), packet, out);
+    case MessageType::kFrame: return on_frame(std::get<Frame>(m.body), out);
+    case MessageType::kRetire: return on_retire(std::get<Retire>(m.body), out);
+    case MessageType::kEos: return on_eos(out);
+    case MessageType::kBye: return on_bye(std::get<Bye>(m.body), out);
+    case MessageType::kError: return on_error(std::get<ErrorMessage>(m.body), out);
     default:
       out = fail(ErrorCode::kProtocol, std::string("the producer sent ") + to_string(type) +
                                            ", which only a consumer may send");
       return true;
   }
+}
+
+bool Consumer::on_caps(Caps& caps, ConsumerEvent& out) {
+  has_caps_ = true;
+  generation_ = caps.generation;
+  frame_size_ = caps.frame_size;
+  // Slots of older generations are never used again; frames still alive keep their own.
+  for (auto it = slots_.begin(); it != slots_.end();)
+    it = std::get<1>(it->first) != generation_ ? slots_.erase(it) : std::next(it);
+  out.kind = ConsumerEvent::Kind::kCaps;
+  out.caps = std::move(caps);
+  return true;
+}
+
+bool Consumer::on_slot(const Slot& s, Packet& packet, ConsumerEvent& out) {
+  if (!has_caps_ || s.generation != generation_) {
+    out = fail(ErrorCode::kProtocol, "the producer sent a SLOT of generation " +
+                                         std::to_string(s.generation) +
+                                         " that its CAPS did not announce");
+    return true;
+  }
+  const auto key = std::make_tuple(welcome_.instance_id, s.generation, s.index);
+  if (slots_.count(key)) {
+    out =
+        fail(ErrorCode::kProtocol, "the producer sent slot " + std::to_string(s.index) + " twice");
+    return true;
+  }
+  auto memory = backend_->import(std::move(packet.fds[0]), s.size,
+                                 (s.flags & Slot::kHasEvent) ? &s.event : nullptr);
+  if (!memory) {
+    out = fail(memory.error().code,
+               "could not import slot " + std::to_string(s.index) + ": " + memory.error().message);
+    return true;
+  }
+  auto slot = std::make_shared<ImportedSlot>();
+  slot->generation = s.generation;
+  slot->index = s.index;
+  slot->memory = std::move(memory.value());
+  slots_.emplace(key, std::move(slot));
+  ++slots_imported_;
+  return false;
+}
+
+bool Consumer::on_frame(const Frame& f, ConsumerEvent& out) {
+  auto it = slots_.find(std::make_tuple(welcome_.instance_id, f.generation, f.slot));
+  if (!has_caps_ || f.generation != generation_ || it == slots_.end()) {
+    out = fail(ErrorCode::kProtocol, "the producer sent a FRAME in slot " + std::to_string(f.slot) +
+                                         " (generation " + std::to_string(f.generation) +
+                                         ") it never shared");
+    return true;
+  }
+  if (f.size > it->second->memory->size()) {
+    out = fail(ErrorCode::kProtocol, "the producer sent a FRAME of " + std::to_string(f.size) +
+                                         " bytes in a slot of " +
+                                         std::to_string(it->second->memory->size()));
+    return true;
+  }
+  ++frames_received_;
+  out.kind = ConsumerEvent::Kind::kFrame;
+  out.frame.info = f;
+  out.frame.slot = it->second;
+  out.frame.claim = std::make_shared<FrameClaim>(link_, f);
+  return true;
+}
+
+bool Consumer::on_retire(const Retire& r, ConsumerEvent& out) {
+  // Frames of ours still in that slot keep their own reference to the import; it is unmapped
+  // when the last of them goes.
+  if (slots_.erase(std::make_tuple(welcome_.instance_id, r.generation, r.slot)) == 0) {
+    out = fail(ErrorCode::kProtocol, "the producer retired slot " + std::to_string(r.slot) +
+                                         " (generation " + std::to_string(r.generation) +
+                                         "), which it never shared");
+    return true;
+  }
+  ++slots_retired_;
+  return false;
+}
+
+bool Consumer::on_eos(ConsumerEvent& out) {
+  out.kind = ConsumerEvent::Kind::kEos;
+  return true;
+}
+
+bool Consumer::on_bye(const Bye& bye, ConsumerEvent& out) {
+  std::lock_guard<std::mutex> lock(link_->mutex);
+  link_->open = false;
+  link_->channel.shutdown();
+  out.kind = ConsumerEvent::Kind::kClosed;
+  const uint32_t reason = bye.reason;
+  bye_reason_ = reason;
+  out.parting = reason == Bye::kShutdown ? ConsumerEvent::Parting::kStopped
+                                         : ConsumerEvent::Parting::kEvicted;
+  out.error = Error{ErrorCode::kClosed,
+                    reason == Bye::kTimeout
+                        ? "the producer disconnected this consumer: it held a frame longer "
+                          "than the producer's release-timeout"
+                    : reason == Bye::kProtocolError
+                        ? "the producer disconnected this consumer for breaking the protocol"
+                        : "the producer stopped"};
+  return true;
+}
+
+bool Consumer::on_error(const ErrorMessage& error, ConsumerEvent& out) {
+  std::lock_guard<std::mutex> lock(link_->mutex);
+  link_->open = false;
+  link_->channel.shutdown();
+  out.kind = ConsumerEvent::Kind::kError;
+  out.error = from_error_message(error);
+  out.parting = ConsumerEvent::Parting::kError;
+  return true;
 }
 
 ConsumerStats Consumer::stats() const {

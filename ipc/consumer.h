@@ -155,6 +155,14 @@ class Consumer {
   ConsumerEvent fail(ErrorCode code, const std::string& text);
   // Returns true when `out` holds an event for the caller.
   bool handle(Packet& packet, ConsumerEvent& out);
+  // One per message a producer may send; each returns what handle() returns.
+  bool on_caps(Caps& caps, ConsumerEvent& out);
+  bool on_slot(const Slot& s, Packet& packet, ConsumerEvent& out);
+  bool on_frame(const Frame& f, ConsumerEvent& out);
+  bool on_retire(const Retire& r, ConsumerEvent& out);
+  bool on_eos(ConsumerEvent& out);
+  bool on_bye(const Bye& bye, ConsumerEvent& out);
+  bool on_error(const ErrorMessage& error, ConsumerEvent& out);
   // `frame` came from a backlog and the producer has hung up: reads what it said last. After an
   // eviction (or its ERROR) that is what next() returns, and the frames queued before it are
   // dropped unread; otherwise (it stopped, or vanished) they are handed out first.

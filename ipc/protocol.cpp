@@ -2,6 +2,7 @@
 #include "protocol.h"
 
 #include <cstring>
+#include <optional>
 #include <type_traits>
 #include <variant>
 
@@ -141,20 +142,204 @@ DecodeError fail(DecodeFailure f, std::string detail) {
   return DecodeError{f, 0, std::move(detail)};
 }
 
-DecodeError bad_length(MessageType t, size_t got, size_t want) {
-  return fail(DecodeFailure::kBadLength, std::string(to_string(t)) + " body is " +
-                                             std::to_string(got) + " bytes, expected " +
-                                             std::to_string(want));
-}
-
-DecodeError out_of_range(MessageType t, const char* field, uint64_t value) {
-  return fail(DecodeFailure::kOutOfRange, std::string(to_string(t)) + " field " + field +
-                                              " out of range: " + std::to_string(value));
-}
-
 bool valid_memory_kind(uint16_t v, bool allow_any) {
   return (allow_any && v == 0) || v == 1 || v == 2;
 }
+
+// A header that passed every check: a known type, and exactly `length` body bytes behind it.
+struct Header {
+  MessageType type = MessageType::kHello;
+  uint32_t length = 0;
+};
+
+// Fills `header`, or says why the message is refused.
+std::optional<DecodeError> read_header(const uint8_t* data, size_t size, Header& header) {
+  if (data == nullptr || size < kHeaderSize)
+    return fail(DecodeFailure::kTruncated,
+                "message of " + std::to_string(size) + " bytes is shorter than the header");
+  if (size > kMaxMessageSize)
+    return fail(DecodeFailure::kTooLarge, "message of " + std::to_string(size) + " bytes");
+  Reader h(data, kHeaderSize);
+  const uint32_t magic = h.get<uint32_t>();
+  const uint16_t version = h.get<uint16_t>();
+  const uint16_t raw_type = h.get<uint16_t>();
+  const uint32_t length = h.get<uint32_t>();
+  if (magic != kMagic) return fail(DecodeFailure::kBadMagic, "bad magic");
+  if (version != kProtocolVersion) {
+    DecodeError e = fail(DecodeFailure::kVersionMismatch, "");
+    e.peer_version = version;
+    return e;
+  }
+  if (length != size - kHeaderSize)
+    return fail(DecodeFailure::kTruncated, "header announces " + std::to_string(length) +
+                                               " body bytes, " +
+                                               std::to_string(size - kHeaderSize) + " arrived");
+  if (raw_type < 1 || raw_type > static_cast<uint16_t>(MessageType::kRetire))
+    return fail(DecodeFailure::kUnknownType, "unknown message type " + std::to_string(raw_type));
+  header.type = static_cast<MessageType>(raw_type);
+  header.length = length;
+  return std::nullopt;
+}
+
+// BodyEncoder's counterpart, one function per message type. Each checks the body's length
+// before reading it: the header only vouched that the `length` bytes arrived.
+struct BodyDecoder {
+  MessageType type;
+  uint32_t length;
+  Reader r;
+
+  DecodeError bad_length(size_t want) const {
+    return fail(DecodeFailure::kBadLength, std::string(to_string(type)) + " body is " +
+                                               std::to_string(length) + " bytes, expected " +
+                                               std::to_string(want));
+  }
+  DecodeError out_of_range(const char* field, uint64_t value) const {
+    return fail(DecodeFailure::kOutOfRange, std::string(to_string(type)) + " field " + field +
+                                                " out of range: " + std::to_string(value));
+  }
+
+  DecodeResult hello() {
+    if (length != kHelloSize) return bad_length(kHelloSize);
+    Hello m;
+    const uint16_t kind = r.get<uint16_t>();
+    const uint16_t reserved = r.get<uint16_t>();
+    m.max_in_flight = r.get<uint32_t>();
+    r.bytes(m.gpu_uuid.data(), m.gpu_uuid.size());
+    m.pid = r.get<uint32_t>();
+    if (reserved != 0) return out_of_range("reserved", reserved);
+    if (!valid_memory_kind(kind, true)) return out_of_range("memory_kind", kind);
+    if (m.max_in_flight < 1 || m.max_in_flight > kMaxInFlight)
+      return out_of_range("max_in_flight", m.max_in_flight);
+    m.memory_kind = static_cast<MemoryKind>(kind);
+    return Message{m};
+  }
+  DecodeResult welcome() {
+    if (length != kWelcomeSize) return bad_length(kWelcomeSize);
+    Welcome m;
+    m.instance_id = r.get<uint64_t>();
+    const uint16_t kind = r.get<uint16_t>();
+    const uint16_t sync = r.get<uint16_t>();
+    m.max_in_flight = r.get<uint32_t>();
+    r.bytes(m.gpu_uuid.data(), m.gpu_uuid.size());
+    if (!valid_memory_kind(kind, false)) return out_of_range("memory_kind", kind);
+    if (sync > static_cast<uint16_t>(SyncMode::kCpu)) return out_of_range("sync_mode", sync);
+    if (m.max_in_flight < 1 || m.max_in_flight > kMaxInFlight)
+      return out_of_range("max_in_flight", m.max_in_flight);
+    m.memory_kind = static_cast<MemoryKind>(kind);
+    m.sync_mode = static_cast<SyncMode>(sync);
+    return Message{m};
+  }
+  DecodeResult caps() {
+    if (length < kCapsFixedSize) return bad_length(kCapsFixedSize);
+    Caps m;
+    m.generation = r.get<uint64_t>();
+    m.frame_size = r.get<uint64_t>();
+    const uint32_t n = r.get<uint32_t>();
+    if (n == 0 || n > kMaxCapsLength) return out_of_range("caps_length", n);
+    if (length != kCapsFixedSize + n) return bad_length(kCapsFixedSize + n);
+    if (m.frame_size == 0 || m.frame_size > kMaxSlotSize)
+      return out_of_range("frame_size", m.frame_size);
+    m.caps = r.str(n);
+    if (m.caps.find('\0') != std::string::npos)
+      return fail(DecodeFailure::kOutOfRange, "CAPS string holds a NUL byte");
+    return Message{m};
+  }
+  DecodeResult slot() {
+    if (length != kSlotSize) return bad_length(kSlotSize);
+    Slot m;
+    m.generation = r.get<uint64_t>();
+    m.index = r.get<uint32_t>();
+    m.flags = r.get<uint32_t>();
+    m.size = r.get<uint64_t>();
+    r.bytes(m.event.data(), m.event.size());
+    if (m.index >= kMaxSlots) return out_of_range("index", m.index);
+    if ((m.flags & ~Slot::kHasEvent) != 0) return out_of_range("flags", m.flags);
+    if (m.size == 0 || m.size > kMaxSlotSize) return out_of_range("size", m.size);
+    return Message{m};
+  }
+  DecodeResult frame() {
+    if (length != kFrameSize) return bad_length(kFrameSize);
+    Frame m;
+    m.generation = r.get<uint64_t>();
+    m.slot = r.get<uint32_t>();
+    m.flags = r.get<uint32_t>();
+    m.sequence = r.get<uint64_t>();
+    m.pts = r.get<uint64_t>();
+    m.dts = r.get<uint64_t>();
+    m.duration = r.get<uint64_t>();
+    m.offset = r.get<uint64_t>();
+    m.send_time = r.get<uint64_t>();
+    m.size = r.get<uint64_t>();
+    m.n_planes = r.get<uint32_t>();
+    const uint32_t reserved = r.get<uint32_t>();
+    if (reserved != 0) return out_of_range("reserved", reserved);
+    for (auto& o : m.plane_offset) o = r.get<uint64_t>();
+    for (auto& s : m.plane_stride) s = r.get<int32_t>();
+    if (m.slot >= kMaxSlots) return out_of_range("slot", m.slot);
+    if ((m.flags & ~Frame::kKnownFlags) != 0) return out_of_range("flags", m.flags);
+    if (m.size == 0 || m.size > kMaxSlotSize) return out_of_range("size", m.size);
+    if (m.n_planes > kMaxPlanes) return out_of_range("n_planes", m.n_planes);
+    for (uint32_t i = 0; i < m.n_planes; ++i) {
+      if (m.plane_offset[i] >= m.size) return out_of_range("plane_offset", m.plane_offset[i]);
+      const int64_t s = m.plane_stride[i];
+      if (s < -kMaxStride || s > kMaxStride) return out_of_range("plane_stride", s);
+    }
+    return Message{m};
+  }
+  DecodeResult release() {
+    if (length != kReleaseSize) return bad_length(kReleaseSize);
+    Release m;
+    m.generation = r.get<uint64_t>();
+    m.slot = r.get<uint32_t>();
+    m.flags = r.get<uint32_t>();
+    m.sequence = r.get<uint64_t>();
+    if (m.slot >= kMaxSlots) return out_of_range("slot", m.slot);
+    if ((m.flags & ~Release::kFenceRecorded) != 0) return out_of_range("flags", m.flags);
+    return Message{m};
+  }
+  DecodeResult fence() {
+    if (length != kFenceSize) return bad_length(kFenceSize);
+    Fence m;
+    m.generation = r.get<uint64_t>();
+    m.slot = r.get<uint32_t>();
+    const uint32_t reserved = r.get<uint32_t>();
+    r.bytes(m.event.data(), m.event.size());
+    if (reserved != 0) return out_of_range("reserved", reserved);
+    if (m.slot >= kMaxSlots) return out_of_range("slot", m.slot);
+    return Message{m};
+  }
+  DecodeResult eos() {
+    if (length != kEosSize) return bad_length(kEosSize);
+    return Message{Eos{}};
+  }
+  DecodeResult bye() {
+    if (length != kByeSize) return bad_length(kByeSize);
+    Bye m;
+    m.reason = r.get<uint32_t>();
+    if (m.reason > Bye::kProtocolError) return out_of_range("reason", m.reason);
+    return Message{m};
+  }
+  DecodeResult error() {
+    if (length < kErrorFixedSize) return bad_length(kErrorFixedSize);
+    ErrorMessage m;
+    m.code = r.get<uint32_t>();
+    const uint32_t n = r.get<uint32_t>();
+    if (n > kMaxErrorTextLength) return out_of_range("text_length", n);
+    if (length != kErrorFixedSize + n) return bad_length(kErrorFixedSize + n);
+    m.text = r.str(n);
+    return Message{m};
+  }
+  DecodeResult retire() {
+    if (length != kRetireSize) return bad_length(kRetireSize);
+    Retire m;
+    m.generation = r.get<uint64_t>();
+    m.slot = r.get<uint32_t>();
+    const uint32_t reserved = r.get<uint32_t>();
+    if (reserved != 0) return out_of_range("reserved", reserved);
+    if (m.slot >= kMaxSlots) return out_of_range("slot", m.slot);
+    return Message{m};
+  }
+};
 
 }  // namespace
 
@@ -230,174 +415,21 @@ std::vector<uint8_t> encode(const Message& message, uint16_t version) {
 }
 
 DecodeResult decode(const uint8_t* data, size_t size) {
-  if (data == nullptr || size < kHeaderSize)
-    return fail(DecodeFailure::kTruncated,
-                "message of " + std::to_string(size) + " bytes is shorter than the header");
-  if (size > kMaxMessageSize)
-    return fail(DecodeFailure::kTooLarge, "message of " + std::to_string(size) + " bytes");
-  Reader h(data, kHeaderSize);
-  const uint32_t magic = h.get<uint32_t>();
-  const uint16_t version = h.get<uint16_t>();
-  const uint16_t raw_type = h.get<uint16_t>();
-  const uint32_t length = h.get<uint32_t>();
-  if (magic != kMagic) return fail(DecodeFailure::kBadMagic, "bad magic");
-  if (version != kProtocolVersion) {
-    DecodeError e = fail(DecodeFailure::kVersionMismatch, "");
-    e.peer_version = version;
-    return e;
-  }
-  if (length != size - kHeaderSize)
-    return fail(DecodeFailure::kTruncated, "header announces " + std::to_string(length) +
-                                               " body bytes, " +
-                                               std::to_string(size - kHeaderSize) + " arrived");
-  if (raw_type < 1 || raw_type > static_cast<uint16_t>(MessageType::kRetire))
-    return fail(DecodeFailure::kUnknownType, "unknown message type " + std::to_string(raw_type));
-
-  const auto type = static_cast<MessageType>(raw_type);
-  Reader r(data + kHeaderSize, length);
-  switch (type) {
-    case MessageType::kHello: {
-      if (length != kHelloSize) return bad_length(type, length, kHelloSize);
-      Hello m;
-      const uint16_t kind = r.get<uint16_t>();
-      const uint16_t reserved = r.get<uint16_t>();
-      m.max_in_flight = r.get<uint32_t>();
-      r.bytes(m.gpu_uuid.data(), m.gpu_uuid.size());
-      m.pid = r.get<uint32_t>();
-      if (reserved != 0) return out_of_range(type, "reserved", reserved);
-      if (!valid_memory_kind(kind, true)) return out_of_range(type, "memory_kind", kind);
-      if (m.max_in_flight < 1 || m.max_in_flight > kMaxInFlight)
-        return out_of_range(type, "max_in_flight", m.max_in_flight);
-      m.memory_kind = static_cast<MemoryKind>(kind);
-      return Message{m};
-    }
-    case MessageType::kWelcome: {
-      if (length != kWelcomeSize) return bad_length(type, length, kWelcomeSize);
-      Welcome m;
-      m.instance_id = r.get<uint64_t>();
-      const uint16_t kind = r.get<uint16_t>();
-      const uint16_t sync = r.get<uint16_t>();
-      m.max_in_flight = r.get<uint32_t>();
-      r.bytes(m.gpu_uuid.data(), m.gpu_uuid.size());
-      if (!valid_memory_kind(kind, false)) return out_of_range(type, "memory_kind", kind);
-      if (sync > static_cast<uint16_t>(SyncMode::kCpu))
-        return out_of_range(type, "sync_mode", sync);
-      if (m.max_in_flight < 1 || m.max_in_flight > kMaxInFlight)
-        return out_of_range(type, "max_in_flight", m.max_in_flight);
-      m.memory_kind = static_cast<MemoryKind>(kind);
-      m.sync_mode = static_cast<SyncMode>(sync);
-      return Message{m};
-    }
-    case MessageType::kCaps: {
-      if (length < kCapsFixedSize) return bad_length(type, length, kCapsFixedSize);
-      Caps m;
-      m.generation = r.get<uint64_t>();
-      m.frame_size = r.get<uint64_t>();
-      const uint32_t n = r.get<uint32_t>();
-      if (n == 0 || n > kMaxCapsLength) return out_of_range(type, "caps_length", n);
-      if (length != kCapsFixedSize + n) return bad_length(type, length, kCapsFixedSize + n);
-      if (m.frame_size == 0 || m.frame_size > kMaxSlotSize)
-        return out_of_range(type, "frame_size", m.frame_size);
-      m.caps = r.str(n);
-      if (m.caps.find('\0') != std::string::npos)
-        return fail(DecodeFailure::kOutOfRange, "CAPS string holds a NUL byte");
-      return Message{m};
-    }
-    case MessageType::kSlot: {
-      if (length != kSlotSize) return bad_length(type, length, kSlotSize);
-      Slot m;
-      m.generation = r.get<uint64_t>();
-      m.index = r.get<uint32_t>();
-      m.flags = r.get<uint32_t>();
-      m.size = r.get<uint64_t>();
-      r.bytes(m.event.data(), m.event.size());
-      if (m.index >= kMaxSlots) return out_of_range(type, "index", m.index);
-      if ((m.flags & ~Slot::kHasEvent) != 0) return out_of_range(type, "flags", m.flags);
-      if (m.size == 0 || m.size > kMaxSlotSize) return out_of_range(type, "size", m.size);
-      return Message{m};
-    }
-    case MessageType::kFrame: {
-      if (length != kFrameSize) return bad_length(type, length, kFrameSize);
-      Frame m;
-      m.generation = r.get<uint64_t>();
-      m.slot = r.get<uint32_t>();
-      m.flags = r.get<uint32_t>();
-      m.sequence = r.get<uint64_t>();
-      m.pts = r.get<uint64_t>();
-      m.dts = r.get<uint64_t>();
-      m.duration = r.get<uint64_t>();
-      m.offset = r.get<uint64_t>();
-      m.send_time = r.get<uint64_t>();
-      m.size = r.get<uint64_t>();
-      m.n_planes = r.get<uint32_t>();
-      const uint32_t reserved = r.get<uint32_t>();
-      if (reserved != 0) return out_of_range(type, "reserved", reserved);
-      for (auto& o : m.plane_offset) o = r.get<uint64_t>();
-      for (auto& s : m.plane_stride) s = r.get<int32_t>();
-      if (m.slot >= kMaxSlots) return out_of_range(type, "slot", m.slot);
-      if ((m.flags & ~Frame::kKnownFlags) != 0) return out_of_range(type, "flags", m.flags);
-      if (m.size == 0 || m.size > kMaxSlotSize) return out_of_range(type, "size", m.size);
-      if (m.n_planes > kMaxPlanes) return out_of_range(type, "n_planes", m.n_planes);
-      for (uint32_t i = 0; i < m.n_planes; ++i) {
-        if (m.plane_offset[i] >= m.size)
-          return out_of_range(type, "plane_offset", m.plane_offset[i]);
-        const int64_t s = m.plane_stride[i];
-        if (s < -kMaxStride || s > kMaxStride) return out_of_range(type, "plane_stride", s);
-      }
-      return Message{m};
-    }
-    case MessageType::kRelease: {
-      if (length != kReleaseSize) return bad_length(type, length, kReleaseSize);
-      Release m;
-      m.generation = r.get<uint64_t>();
-      m.slot = r.get<uint32_t>();
-      m.flags = r.get<uint32_t>();
-      m.sequence = r.get<uint64_t>();
-      if (m.slot >= kMaxSlots) return out_of_range(type, "slot", m.slot);
-      if ((m.flags & ~Release::kFenceRecorded) != 0) return out_of_range(type, "flags", m.flags);
-      return Message{m};
-    }
-    case MessageType::kFence: {
-      if (length != kFenceSize) return bad_length(type, length, kFenceSize);
-      Fence m;
-      m.generation = r.get<uint64_t>();
-      m.slot = r.get<uint32_t>();
-      const uint32_t reserved = r.get<uint32_t>();
-      r.bytes(m.event.data(), m.event.size());
-      if (reserved != 0) return out_of_range(type, "reserved", reserved);
-      if (m.slot >= kMaxSlots) return out_of_range(type, "slot", m.slot);
-      return Message{m};
-    }
-    case MessageType::kEos:
-      if (length != kEosSize) return bad_length(type, length, kEosSize);
-      return Message{Eos{}};
-    case MessageType::kBye: {
-      if (length != kByeSize) return bad_length(type, length, kByeSize);
-      Bye m;
-      m.reason = r.get<uint32_t>();
-      if (m.reason > Bye::kProtocolError) return out_of_range(type, "reason", m.reason);
-      return Message{m};
-    }
-    case MessageType::kError: {
-      if (length < kErrorFixedSize) return bad_length(type, length, kErrorFixedSize);
-      ErrorMessage m;
-      m.code = r.get<uint32_t>();
-      const uint32_t n = r.get<uint32_t>();
-      if (n > kMaxErrorTextLength) return out_of_range(type, "text_length", n);
-      if (length != kErrorFixedSize + n) return bad_length(type, length, kErrorFixedSize + n);
-      m.text = r.str(n);
-      return Message{m};
-    }
-    case MessageType::kRetire: {
-      if (length != kRetireSize) return bad_length(type, length, kRetireSize);
-      Retire m;
-      m.generation = r.get<uint64_t>();
-      m.slot = r.get<uint32_t>();
-      const uint32_t reserved = r.get<uint32_t>();
-      if (reserved != 0) return out_of_range(type, "reserved", reserved);
-      if (m.slot >= kMaxSlots) return out_of_range(type, "slot", m.slot);
-      return Message{m};
-    }
+  Header header;
+  if (std::optional<DecodeError> refused = read_header(data, size, header)) return *refused;
+  BodyDecoder d{header.type, header.length, Reader(data + kHeaderSize, header.length)};
+  switch (header.type) {
+    case MessageType::kHello: return d.hello();
+    case MessageType::kWelcome: return d.welcome();
+    case MessageType::kCaps: return d.caps();
+    case MessageType::kSlot: return d.slot();
+    case MessageType::kFrame: return d.frame();
+    case MessageType::kRelease: return d.release();
+    case MessageType::kFence: return d.fence();
+    case MessageType::kEos: return d.eos();
+    case MessageType::kBye: return d.bye();
+    case MessageType::kError: return d.error();
+    case MessageType::kRetire: return d.retire();
   }
   return fail(DecodeFailure::kUnknownType, "unknown message type");
 }
