@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 #include "common/clockmapping.h"
 
-#include "protocol.h"
 #include "waker.h"
 
 namespace cipc_gst {

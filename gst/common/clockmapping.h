@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "protocol.h"  // kNoTimestamp
+
 namespace cipc_gst {
 
 // CLOCK_MONOTONIC minus the clock's time, in ns: 0 for a monotonic GstSystemClock (the default
