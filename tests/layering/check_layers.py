@@ -7,7 +7,11 @@
 - only cuda/ includes CUDA's headers or calls the CUDA runtime or driver API (cudaXxx(, cuXxx();
   examples/ too, as programs that show applications running their own CUDA work on frames;
 - only v4l2/ issues V4L2 ioctls (ioctl(, v4l2_ioctl(, VIDIOC_*); a socket ioctl (an ioctl( whose
-  line names a SIOC* request, as ipc/ asks how much its peer has not read) is not one.
+  line names a SIOC* request, as ipc/ asks how much its peer has not read) is not one;
+- gst/'s rooms (docs/architecture.md): no source directly in gst/ but plugin.cpp; a room includes
+  only the rooms GST_ROOMS allows it, and names the room in the include ("memory/slotpool.h");
+- every source file's name is unique across the product's folders (headers are included by
+  name, and a second foo.h would be taken for the first).
 
 Usage: check_layers.py SOURCE_ROOT      checks the tree, lists every violation, exits 1 on any
        check_layers.py --self-test      plants one violation of each kind in a scratch tree and
@@ -29,6 +33,17 @@ ALLOWED = {
     "libcudaipc": {"ipc", "slots", "cuda"},
     "examples": {"gst", "libcudaipc"},
 }
+# gst/'s rooms -> the rooms whose headers they may include (besides their own and the lower
+# layers ALLOWED["gst"] names). plugin.cpp, in gst/ itself, registers the elements of all of them.
+GST_ROOMS = {
+    "common": set(),
+    "memory": {"common"},
+    "ipcsink": {"common", "memory"},
+    "ipcsrc": {"common", "memory", "ipcsrc/gl"},
+    "ipcsrc/gl": {"common", "memory", "ipcsrc"},
+    "camera": {"common", "memory"},
+}
+GST_ROOT_SOURCES = {"plugin.cpp"}
 NO_GSTREAMER = {"ipc", "slots", "cuda", "v4l2", "bayer", "libcudaipc"}
 CUDA_API_ONLY_IN = {"cuda"}
 # Examples are user-facing code: showing an application's own CUDA kernel read a frame in place is
@@ -85,6 +100,53 @@ def source_files(root):
                     yield folder, os.path.join(dirpath, name)
 
 
+def gst_room(root, path):
+    """The room of a file under gst/ ("ipcsrc/gl"), "" for gst/ itself, None for the installed
+    public header (gst/cudaipc/, which belongs to no room)."""
+    rel = os.path.relpath(os.path.dirname(path), os.path.join(root, "gst"))
+    if rel == ".":
+        return ""
+    if rel.split(os.sep)[0] == "cudaipc":
+        return None
+    return rel.replace(os.sep, "/")
+
+
+def check_gst_rooms(root, path, rel, code, headers, problems):
+    room = gst_room(root, path)
+    if room == "" and os.path.basename(path) not in GST_ROOT_SOURCES and not path.endswith(".h"):
+        problems.append(f"{rel}: gst/ holds only plugin.cpp: move it into the room it belongs to")
+    if room is None:
+        return
+    if room and room not in GST_ROOMS:
+        problems.append(f"{rel}: gst/{room}/ is not a room of docs/architecture.md (GST_ROOMS)")
+        return
+    for lineno, line in enumerate(code.splitlines(), 1):
+        m = LOCAL_INCLUDE.search(line)
+        if not m:
+            continue
+        name = m.group(1)
+        target = headers.get(name) or headers.get(os.path.basename(name))
+        if target != "gst" or name.startswith("cudaipc/"):
+            continue
+        if "/" not in name:
+            problems.append(f"{rel}:{lineno}: include gst/'s headers by room (\"memory/slotpool.h\"): "
+                            f"{name}")
+            continue
+        to = os.path.dirname(name)
+        if room and to != room and to not in GST_ROOMS[room]:
+            problems.append(f"{rel}:{lineno}: gst/{room}/ may not include gst/{to}/ ({name})")
+
+
+def check_unique_names(root, problems):
+    seen = {}
+    for _, path in source_files(root):
+        seen.setdefault(os.path.basename(path), []).append(os.path.relpath(path, root))
+    for name, paths in sorted(seen.items()):
+        if len(paths) > 1:
+            problems.append(f"{paths[1]}: {name} is also {paths[0]}: file names are unique across "
+                            "the product (headers are included by name)")
+
+
 def check(root):
     headers = {}  # basename -> folder (our headers are included by basename)
     for folder, path in source_files(root):
@@ -93,11 +155,14 @@ def check(root):
             rel = os.path.relpath(path, os.path.join(root, folder))
             headers.setdefault(rel, folder)
     problems = []
+    check_unique_names(root, problems)
     for folder, path in source_files(root):
         rel = os.path.relpath(path, root)
         with open(path, encoding="utf-8", errors="replace") as f:
             raw = f.read()
         code = strip_comments_and_strings(raw)
+        if folder == "gst":
+            check_gst_rooms(root, path, rel, code, headers, problems)
         for lineno, line in enumerate(code.splitlines(), 1):
             where = f"{rel}:{lineno}"
             if folder in NO_GSTREAMER and GST_INCLUDE.search(line):
@@ -126,7 +191,7 @@ def self_test():
         "bayer/cfa.h": "#pragma once\nenum class Cfa { kRGGB };\n",
         "ipc/a.cpp": '#include <gst/gst.h>\n#include "cfa.h"\n',  # GStreamer; ipc -> bayer
         "slots/b.cpp": "// cudaMalloc( in a comment is fine\nvoid f() { cudaMalloc(0, 0); }\n",
-        "gst/c.cpp": '#include <cuda_runtime.h>\nint g(int fd) { return ioctl(fd, 0); }\n',
+        "gst/camera/c.cpp": '#include <cuda_runtime.h>\nint g(int fd) { return ioctl(fd, 0); }\n',
         "cuda/d.cpp": '#include <cuda.h>\nvoid h() { cuMemCreate(0, 0, 0, 0); const char* s = "ioctl(";\n'
                       "(void)s; }\n",
         "v4l2/e.cpp": "int k(int fd) { return ioctl(fd, VIDIOC_QUERYCAP, 0); }\n",
@@ -136,16 +201,29 @@ def self_test():
         "examples/g.c": '#include "cfa.h"\n',
         # a socket ioctl is not a V4L2 one
         "ipc/h.cpp": "bool q(int fd) { int n = 0; return ioctl(fd, SIOCOUTQ, &n) == 0; }\n",
+        # gst/'s rooms: a camera file reaching into the sink's room, a bare include of a room's
+        # header, a source left in gst/ itself, a second file of an existing name
+        "gst/ipcsink/slotcopy.h": "#pragma once\n",
+        "gst/memory/slotpool.h": "#pragma once\n",
+        "gst/camera/cam.cpp": '#include "ipcsink/slotcopy.h"\n#include "slotpool.h"\n'
+                              '#include "memory/slotpool.h"\n#include "cfa.h"\n',
+        "gst/stray.cpp": "\n",
+        "gst/plugin.cpp": '#include "ipcsink/slotcopy.h"\n#include "camera/cam.h"\n',
+        "slots/slotcopy.h": "#pragma once\n",
     }
     expected = [
         ("ipc/a.cpp:1", "must not include GStreamer"),
         ("ipc/a.cpp:2", "may not depend on bayer/"),
         ("slots/b.cpp:2", "only cuda/ calls the CUDA API (cudaMalloc)"),
-        ("gst/c.cpp:1", "only cuda/ includes CUDA headers"),
-        ("gst/c.cpp:2", "only v4l2/ issues V4L2 ioctls"),
+        ("gst/camera/c.cpp:1", "only cuda/ includes CUDA headers"),
+        ("gst/camera/c.cpp:2", "only v4l2/ issues V4L2 ioctls"),
         ("examples/f.cu:2", "may not depend on bayer/"),
         ("examples/f.cu:3", "only v4l2/ issues V4L2 ioctls"),
         ("examples/g.c:1", "may not depend on bayer/"),
+        ("gst/camera/cam.cpp:1", "gst/camera/ may not include gst/ipcsink/"),
+        ("gst/camera/cam.cpp:2", "include gst/'s headers by room"),
+        ("gst/stray.cpp", "gst/ holds only plugin.cpp"),
+        ("", "file names are unique across the product"),
     ]
     with tempfile.TemporaryDirectory() as root:
         for rel, text in planted.items():
