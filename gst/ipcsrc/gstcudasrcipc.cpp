@@ -14,7 +14,8 @@
  * (renegotiating if the format changed).
  *
  * Players and applications that take a URI open it as cudaipc:///path/to/socket, with
- * properties as query parameters (cudaipc:///tmp/cam0.sock?reconnect=true); see gst/urihandler.h.
+ * properties as query parameters (cudaipc:///tmp/cam0.sock?reconnect=true); see
+ * gst/common/urihandler.h.
  *
  * ## Example launch line
  * |[
@@ -152,7 +153,7 @@ struct SrcPrivate {
   std::unique_ptr<cipc::ReconnectingConsumer> client;
   cipc_gst::ClockOffset clock_offset;
   cipc_gst::TimestampMapper timestamps;
-  std::unique_ptr<cipc_gst::SrcOutput> output;  // made by set_caps (gst/srcoutput.h)
+  std::unique_ptr<cipc_gst::SrcOutput> output;  // made by set_caps (gst/ipcsrc/srcoutput.h)
   bool output_for_cuda = false;                 // `output` was made for a producer of CUDA memory
   bool producer_cuda = false;                   // the current producer shares CUDA memory
   GstVideoInfo out_info;  // what we output (format may be BGRx for the producer's BGRA)
@@ -221,7 +222,7 @@ static GstStaticPadTemplate src_template =
                                 GST_VIDEO_FORMATS_ALL) ";" CIPC_SRC_GST_CUDA_CAPS CIPC_SRC_GL_CAPS
                                                 GST_VIDEO_CAPS_MAKE(GST_VIDEO_FORMATS_ALL)));
 
-// The URI handler (cudaipc:///path/to/socket?property=value): gst/urihandler.h.
+// The URI handler (cudaipc:///path/to/socket?property=value): gst/common/urihandler.h.
 CIPC_DEFINE_ELEMENT_TYPE_WITH_CODE(GstCudaSrcIpc, gst_cuda_src_ipc, GST_TYPE_PUSH_SRC,
                                    "GstCudaSrc-ipc",
                                    G_IMPLEMENT_INTERFACE(GST_TYPE_URI_HANDLER,
@@ -840,7 +841,8 @@ static GstFlowReturn gst_cuda_src_ipc_create(GstPushSrc* push, GstBuffer** out) 
       }
     }
 #endif
-    // GL memory objects: claims whose GL read is done go back (gst/glmemoryobjectoutput.h).
+    // GL memory objects: claims whose GL read is done go back
+    // (gst/ipcsrc/gl/glmemoryobjectoutput.h).
     if (p.output) {
       const int output_ms = p.output->collect_releases();
       if (output_ms >= 0 && (timeout_ms < 0 || output_ms < timeout_ms)) timeout_ms = output_ms;

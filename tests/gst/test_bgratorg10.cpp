@@ -188,8 +188,8 @@ std::set<std::string> template_formats(const char* factory_name, GstPadDirection
 }
 
 // The Bayer pads offer exactly the formats of bayer/formats.h: its 10-bit ones for the
-// converters and the replay camera (CIPC_BAYER10_FORMATS of gst/bayercaps.h), all of them for
-// cudav4l2src.
+// converters and the replay camera (CIPC_BAYER10_FORMATS of gst/camera/bayercaps.h), all of them
+// for cudav4l2src.
 TEST_F(BgraToRg10, BayerTemplatesMatchTheFormatTable) {
   std::set<std::string> all, ten_bit;
   for (const cb::BayerFormat& f : cb::bayer_formats()) {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-// FencedReleases (gst/fencedreleases.h), which holds a frame's claim until the GL read of its
-// slot has finished: driven with fences of the test's own, so every ordering can be forced.
+// FencedReleases (gst/ipcsrc/gl/fencedreleases.h), which holds a frame's claim until the GL read of
+// its slot has finished: driven with fences of the test's own, so every ordering can be forced.
 #include <gtest/gtest.h>
 
 #include <memory>

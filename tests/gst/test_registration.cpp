@@ -148,7 +148,7 @@ TEST_F(Elements, PadTemplatesOfferGstCudaMemoryExactlyWhenBuiltWithInterop) {
 
 // GStreamer names an instance after its GType: ours are registered so that the default names
 // are the element names ("cudasink-ipc0"), not "cudasinkipc0".
-// cudaipc:// URIs (gst/urihandler, tested on its own in test_urihandler.cpp) pick the right
+// cudaipc:// URIs (gst/common/urihandler, tested on its own in test_urihandler.cpp) pick the right
 // element for each direction, with the query's properties set; playbin and gst-play-1.0 are in
 // tests/e2e/check_uri_players.py.
 TEST_F(Elements, UriMakesTheSourceAndTheSinkWithTheirProperties) {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-// gst/urihandler: cudaipc:// URIs parsed into a socket path and parameters, and applied to an
-// element's properties, on a small element of the test's own (no plugin, no pipeline). The
-// plugin's elements through gst_element_make_from_uri are in test_elements.cpp; playbin,
+// gst/common/urihandler: cudaipc:// URIs parsed into a socket path and parameters, and applied to
+// an element's properties, on a small element of the test's own (no plugin, no pipeline). The
+// plugin's elements through gst_element_make_from_uri are in test_registration.cpp; playbin,
 // gst-play-1.0 and OpenCV in tests/e2e/check_uri_players.py.
 #include <gst/gst.h>
 #include <gtest/gtest.h>
