@@ -42,6 +42,7 @@
 #include "common/elementtype.h"
 #include "common/gstcudainterop.h"
 #include "ipcsink/sinkenums.h"
+#include "ipcsink/sinknegotiation.h"
 #ifdef CIPC_HAVE_GST_CUDA
 #include "common/gstcompat.h"
 #include "ipcsink/sinkcudamemoryinput.h"
@@ -259,18 +260,8 @@ struct _GstCudaSinkIpc {
   SinkPrivate* priv;
 };
 
-// With GStreamer's CUDA library, nvcodec's memory:CUDAMemory too: copied once on the GPU.
-#ifdef CIPC_HAVE_GST_CUDA
-#define CIPC_SINK_GST_CUDA_CAPS \
-  GST_VIDEO_CAPS_MAKE_WITH_FEATURES(GST_CAPS_FEATURE_MEMORY_CUDA_MEMORY, GST_VIDEO_FORMATS_ALL) ";"
-#else
-#define CIPC_SINK_GST_CUDA_CAPS
-#endif
 static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE(
-    "sink", GST_PAD_SINK, GST_PAD_ALWAYS,
-    GST_STATIC_CAPS(GST_VIDEO_CAPS_MAKE_WITH_FEATURES(
-        GST_CAPS_FEATURE_MEMORY_CUDA_IPC, GST_VIDEO_FORMATS_ALL) ";" CIPC_SINK_GST_CUDA_CAPS
-                        GST_VIDEO_CAPS_MAKE(GST_VIDEO_FORMATS_ALL)));
+    "sink", GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS(CIPC_SINK_TEMPLATE_CAPS));
 
 // The URI handler (cudaipc:///path/to/socket?property=value): gst/urihandler.h.
 CIPC_DEFINE_ELEMENT_TYPE_WITH_CODE(GstCudaSinkIpc, gst_cuda_sink_ipc, GST_TYPE_BASE_SINK,
@@ -526,72 +517,14 @@ static gboolean gst_cuda_sink_ipc_stop(GstBaseSink* sink) {
   return TRUE;
 }
 
-// We take every format, and an upstream that is free to choose takes the first one offered:
-// GStreamer lists the deepest first (ABGR64_LE), which no display sink accepts and cudasrc-ipc
-// cannot convert. Formats every display sink takes (ximagesink, glimagesink) come first.
-static GstCaps* prefer_display_formats(GstCaps* caps) {
-  GstCaps* preferred = gst_caps_new_empty();
-  for (guint i = 0; i < gst_caps_get_size(caps); ++i) {
-    GstStructure* s = gst_structure_copy(gst_caps_get_structure(caps, i));
-    GValue formats = G_VALUE_INIT;
-    gst_value_list_init(&formats, 4);
-    for (const char* format : {"BGRx", "BGRA", "RGBx", "RGBA"}) {
-      GValue v = G_VALUE_INIT;
-      g_value_init(&v, G_TYPE_STRING);
-      g_value_set_static_string(&v, format);
-      gst_value_list_append_and_take_value(&formats, &v);
-    }
-    gst_structure_take_value(s, "format", &formats);
-    gst_caps_append_structure_full(preferred, s,
-                                   gst_caps_features_copy(gst_caps_get_features(caps, i)));
-    gst_caps_append_structure_full(preferred, gst_structure_copy(gst_caps_get_structure(caps, i)),
-                                   gst_caps_features_copy(gst_caps_get_features(caps, i)));
-  }
-  gst_caps_unref(caps);
-  return preferred;
-}
-
-// Whether the first format `caps` offers has more than 8 bits per component: the mark of a list
-// of everything an element can make (GStreamer orders formats deepest first), not a preference.
-static bool leads_with_a_deep_format(GstCaps* caps) {
-  if (gst_caps_is_empty(caps) || gst_caps_is_any(caps)) return false;
-  const GValue* format = gst_structure_get_value(gst_caps_get_structure(caps, 0), "format");
-  if (format && GST_VALUE_HOLDS_LIST(format) && gst_value_list_get_size(format) > 0)
-    format = gst_value_list_get_value(format, 0);
-  if (!format || !G_VALUE_HOLDS_STRING(format)) return false;
-  const GstVideoFormatInfo* info =
-      gst_video_format_get_info(gst_video_format_from_string(g_value_get_string(format)));
-  return info && GST_VIDEO_FORMAT_INFO_DEPTH(info, 0) > 8;
-}
-
-// memory=host accepts system memory only; memory=cuda both (system memory is uploaded).
+// The caps policy (memory, format order) is sinknegotiation's.
 static GstCaps* gst_cuda_sink_ipc_get_caps(GstBaseSink* sink, GstCaps* filter) {
   auto* self = GST_CUDA_SINK_IPC(sink);
-  GstCaps* caps = gst_pad_get_pad_template_caps(GST_BASE_SINK_PAD(sink));
-  if (snapshot_settings(self).memory != cipc::MemoryKind::kCuda) {
-    GstCaps* system = gst_caps_new_empty();
-    for (guint i = 0; i < gst_caps_get_size(caps); ++i) {
-      if (gst_cipc_caps_have_cuda_memory(caps, i)) continue;
-      gst_caps_append_structure(system, gst_structure_copy(gst_caps_get_structure(caps, i)));
-    }
-    gst_caps_unref(caps);
-    caps = system;
-  }
-  if (filter) {
-    // An upstream with a preference of its own (rg10tobgra: BGRA) keeps it; one that lists all
-    // it can make, deepest first (videotestsrc), gets ours instead.
-    GstCaps* upstream_order = gst_caps_intersect_full(filter, caps, GST_CAPS_INTERSECT_FIRST);
-    if (!leads_with_a_deep_format(upstream_order)) {
-      gst_caps_unref(caps);
-      return upstream_order;
-    }
-    gst_caps_unref(upstream_order);
-    caps = prefer_display_formats(caps);
-    GstCaps* tmp = gst_caps_intersect_full(caps, filter, GST_CAPS_INTERSECT_FIRST);
-    gst_caps_unref(caps);
-    return tmp;
-  }
-  return prefer_display_formats(caps);
+  GstCaps* template_caps = gst_pad_get_pad_template_caps(GST_BASE_SINK_PAD(sink));
+  GstCaps* caps = cipc_gst::sink_input_caps(
+      template_caps, filter, snapshot_settings(self).memory == cipc::MemoryKind::kCuda);
+  gst_caps_unref(template_caps);
+  return caps;
 }
 
 // Makes the pool for `caps` the current generation, telling consumers about the new format.
@@ -655,6 +588,17 @@ static void propose_exportable_cuda_pool(GstCudaSinkIpc* self, GstQuery* query, 
 }
 #endif
 
+// A CPU writer's pool for CUDA slots: pinned host memory, when the copier can make it.
+static void propose_pinned_pool(GstCudaSinkIpc* self, GstQuery* query, GstCaps* caps) {
+  SinkPrivate& p = *self->priv;
+  const guint size = static_cast<guint>(GST_VIDEO_INFO_SIZE(&p.pools->info()));
+  if (GstBufferPool* pinned = p.copier ? p.copier->upload_pool(caps, size) : nullptr) {
+    gst_query_add_allocation_pool(query, pinned, size, 2, 0);
+    gst_object_unref(pinned);
+  }
+}
+
+// Which pool to offer is sinknegotiation's choice; the pools are the element's.
 static gboolean gst_cuda_sink_ipc_propose_allocation(GstBaseSink* sink, GstQuery* query) {
   auto* self = GST_CUDA_SINK_IPC(sink);
   SinkPrivate& p = *self->priv;
@@ -663,29 +607,18 @@ static gboolean gst_cuda_sink_ipc_propose_allocation(GstBaseSink* sink, GstQuery
   gst_query_parse_allocation(query, &caps, &need_pool);
   if (caps == nullptr || !p.pools || !ensure_pool(self, caps)) return FALSE;
   gst_query_add_allocation_meta(query, GST_VIDEO_META_API_TYPE, nullptr);
+  switch (cipc_gst::sink_pool_for(caps, p.cuda_memory)) {
+    case cipc_gst::SinkPool::kExportableGstCuda:
 #ifdef CIPC_HAVE_GST_CUDA
-  // nvcodec elements write GstCudaMemory: into an exportable pool of GStreamer's, proposed here
-  // where GStreamer has one (>= 1.24), whose frames cross by reference; what they allocate
-  // elsewhere is copied in render().
-  if (cipc_gst::caps_have_gst_cuda_memory(caps)) {
-    propose_exportable_cuda_pool(self, query, caps);
-    return TRUE;
-  }
+      propose_exportable_cuda_pool(self, query, caps);
 #endif
-  // CUDA slots are only offered to upstream that writes CUDA memory: a CPU writer would go
-  // through a staging copy on every map. A CPU writer gets pinned host memory instead, so that
-  // the counted upload in render() is an asynchronous DMA rather than a staged copy.
-  if (p.cuda_memory && !gst_cipc_caps_have_cuda_memory(caps)) {
-    const guint size = static_cast<guint>(GST_VIDEO_INFO_SIZE(&p.pools->info()));
-    if (GstBufferPool* pinned = p.copier ? p.copier->upload_pool(caps, size) : nullptr) {
-      gst_query_add_allocation_pool(query, pinned, size, 2, 0);
-      gst_object_unref(pinned);
-    }
-    return TRUE;
+      break;
+    case cipc_gst::SinkPool::kPinnedUpload: propose_pinned_pool(self, query, caps); break;
+    case cipc_gst::SinkPool::kSlots:
+      gst_query_add_allocation_pool(query, p.pools->pool(), GST_VIDEO_INFO_SIZE(&p.pools->info()),
+                                    p.pools->pool_size(), 0);
+      break;
   }
-  // Offered even when need_pool is FALSE: writing into this pool is what avoids a copy.
-  gst_query_add_allocation_pool(query, p.pools->pool(), GST_VIDEO_INFO_SIZE(&p.pools->info()),
-                                p.pools->pool_size(), 0);
   return TRUE;
 }
 
