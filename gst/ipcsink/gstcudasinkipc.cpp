@@ -41,6 +41,7 @@
 #include "channel.h"
 #include "common/elementtype.h"
 #include "common/gstcudainterop.h"
+#include "ipcsink/producerlink.h"
 #include "ipcsink/sinkenums.h"
 #include "ipcsink/sinknegotiation.h"
 #ifdef CIPC_HAVE_GST_CUDA
@@ -112,92 +113,6 @@ struct Settings {
   cipc::SyncMode sync_mode = DEFAULT_SYNC_MODE;
 };
 
-// Keeps a published buffer (and so its slot) out of the pool while consumers hold it.
-class BufferHold final : public cipc::FrameHold {
- public:
-  explicit BufferHold(GstBuffer* buffer) : buffer_(buffer) {}
-  ~BufferHold() override { gst_buffer_unref(buffer_); }
-  // The pool frees a TAG_MEMORY buffer instead of recycling it: a retired slot is never
-  // written again while a stuck consumer may still read it.
-  void retire() override { GST_BUFFER_FLAG_SET(buffer_, GST_BUFFER_FLAG_TAG_MEMORY); }
-
- private:
-  GstBuffer* buffer_;
-};
-
-class SinkObserver final : public cipc::ProducerObserver {
- public:
-  explicit SinkObserver(GstElement* element) : element_(element) {}
-  void on_consumer_attached(uint64_t id, pid_t pid) override {
-    GST_INFO_OBJECT(element_, "consumer %" G_GUINT64_FORMAT " (pid %d) attached", id, (int)pid);
-  }
-  void on_consumer_detached(uint64_t id, const std::string& reason, bool problem) override {
-    if (problem) {
-      GST_ELEMENT_WARNING(element_, RESOURCE, READ,
-                          ("A consumer was disconnected: %s.", reason.c_str()), (nullptr));
-    } else {
-      GST_INFO_OBJECT(element_, "consumer %" G_GUINT64_FORMAT " detached: %s", id, reason.c_str());
-    }
-  }
-  void on_consumer_refused(uint64_t id, const std::string& reason) override {
-    (void)id;
-    GST_ELEMENT_WARNING(element_, RESOURCE, READ, ("Refused a consumer: %s.", reason.c_str()),
-                        (nullptr));
-  }
-  void on_warning(const std::string& text) override {
-    GST_ELEMENT_WARNING(element_, RESOURCE, OPEN_READ_WRITE, ("%s.", text.c_str()), (nullptr));
-  }
-
- private:
-  GstElement* element_;
-};
-
-// The producer as seen from our pools, which upstream may keep after the element is gone: a pool
-// about to wait for a slot asks the producer, while there is one, to read RELEASEs at once.
-struct ProducerLink {
-  std::mutex lock;
-  cipc::Producer* producer = nullptr;  // set while the element serves
-  void read_releases_now() {
-    std::lock_guard<std::mutex> guard(lock);
-    if (producer) producer->read_releases_now();
-  }
-  void set(cipc::Producer* p) {
-    std::lock_guard<std::mutex> guard(lock);
-    producer = p;
-    writer_flushing = false;
-  }
-  // Upstream flushes the pool it writes into (its source stops its streaming thread: a flush, a
-  // state change, or the EOS of gst-launch-1.0 -e, which waits for that thread): a render waiting
-  // for room must give up its frame, or the source waits for it forever.
-  void set_writer_flushing(bool flushing) {
-    std::lock_guard<std::mutex> guard(lock);
-    writer_flushing = flushing;
-    if (producer) producer->set_flushing(flushing, cipc::Producer::FlushHolder::kWriter);
-  }
-  // The pool upstream writes into holds at most `max_slots` (0: it grows as needed). Consumers
-  // may hold all but kWriterSlots of a bounded pool; the writer needs the rest to go on.
-  static constexpr guint kWriterSlots = 2;
-  void set_pool_limit(guint max_slots) {
-    std::lock_guard<std::mutex> guard(lock);
-    if (!producer) return;
-    producer->set_slot_budget(max_slots == 0             ? 0
-                              : max_slots > kWriterSlots ? max_slots - kWriterSlots
-                                                         : 1);
-  }
-  bool is_writer_flushing() {
-    std::lock_guard<std::mutex> guard(lock);
-    return writer_flushing;
-  }
-  // Memory an upstream pool owned and sent as a slot is being freed (issue 29).
-  void retire_slot(uint64_t generation, uint32_t index) {
-    std::lock_guard<std::mutex> guard(lock);
-    if (producer) producer->retire_slot(generation, index);
-  }
-
- private:
-  bool writer_flushing = false;
-};
-
 // Everything the element owns, in one place; members clean up after themselves.
 struct SinkPrivate {
   explicit SinkPrivate(GstElement* element) : observer(element) {}
@@ -207,14 +122,15 @@ struct SinkPrivate {
 #endif
 
   Settings settings;  // under the object lock
-  SinkObserver observer;
+  cipc_gst::SinkObserver observer;
 
   // Streaming state: made in start(), gone after stop() (teardown()).
   std::shared_ptr<cipc::MemoryBackend> backend;
   std::unique_ptr<cipc_gst::SlotCopier> copier;  // frames not written into the pool
   std::mutex producer_lock;  // `producer` is also read by property getters and unlock()
   std::unique_ptr<cipc::Producer> producer;
-  std::shared_ptr<ProducerLink> producer_link = std::make_shared<ProducerLink>();
+  std::shared_ptr<cipc_gst::ProducerLink> producer_link =
+      std::make_shared<cipc_gst::ProducerLink>();
   std::unique_ptr<cipc_gst::SlotPoolGenerations> pools;
 #ifdef CIPC_HAVE_GST_CUDA
   // GstCudaMemory from the exportable pool proposed upstream, sent without a copy (>= 1.24).
@@ -852,7 +768,7 @@ static bool place_frame(GstCudaSinkIpc* self, GstBuffer* buffer, GstCipcCopyPoli
   out->ref.generation = binding->generation;
   out->ref.index = binding->index;
   out->ref.memory = binding->producer_slot.get();
-  out->hold = std::make_shared<BufferHold>(slot_buffer);
+  out->hold = std::make_shared<cipc_gst::BufferHold>(slot_buffer);
   out->described = slot_buffer;
   out->layout = p.pools->info();
   return true;
