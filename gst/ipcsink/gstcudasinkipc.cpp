@@ -150,6 +150,19 @@ struct SinkPrivate {
   std::atomic<bool> cuda_mps{false};         // memory=cuda and our context is an MPS client
   std::atomic<guint64> pool_rollovers{0};
 
+  // A new stream's statistics start from zero, and its first copy is announced again.
+  void reset_counters() {
+    frames_rendered = 0;
+    copies = 0;
+    device_copies = 0;
+    pageable_uploads = 0;
+    gst_cuda_shared = 0;
+    pool_generation = 0;
+    pool_rollovers = 0;
+    warned_copy = false;
+    upstream_live = -1;
+  }
+
   // The one cleanup path, for stop() and for a start() that failed half-way.
   void teardown() {
     std::unique_ptr<cipc::Producer> gone;
@@ -328,32 +341,32 @@ static gboolean start_cuda(GstCudaSinkIpc* self, const Settings& s, cipc::Produc
 #endif
 }
 
-// READY -> PAUSED, from change_state() rather than GstBaseSink::start(): a failed start() makes
-// basesink post a second, generic error ("some element failed to post a proper error message")
-// after the one here that names the cause.
-static gboolean start_serving(GstCudaSinkIpc* self) {
+// The slots' memory: the device's for memory=cuda (start_cuda), else host memfds.
+static gboolean open_backend(GstCudaSinkIpc* self, const Settings& s, cipc::ProducerConfig& config,
+                             int* device) {
   SinkPrivate& p = *self->priv;
-  const Settings s = snapshot_settings(self);
-  cipc::ProducerConfig config;
   p.cuda_memory = s.memory == cipc::MemoryKind::kCuda;
   p.cuda_mps = false;  // start_cuda says
-  int device = -1;
-  if (p.cuda_memory) {
-    if (!start_cuda(self, s, config, &device)) {
-      p.teardown();
-      return FALSE;
-    }
-  } else {
-    p.backend = std::make_shared<cipc_slots::HostMemoryBackend>();
-  }
+  if (p.cuda_memory) return start_cuda(self, s, config, device);
+  p.backend = std::make_shared<cipc_slots::HostMemoryBackend>();
+  return TRUE;
+}
+
+// Copies of frames upstream did not write into a slot, on `device` (-1: host slots).
+static gboolean make_copier(GstCudaSinkIpc* self, int device) {
+  SinkPrivate& p = *self->priv;
   std::string error;
   p.copier = cipc_gst::SlotCopier::create(device, &error);
-  if (!p.copier) {
-    GST_ELEMENT_ERROR(self, RESOURCE, FAILED, ("Could not prepare copies into shareable memory."),
-                      ("%s", error.c_str()));
-    p.teardown();
-    return FALSE;
-  }
+  if (p.copier) return TRUE;
+  GST_ELEMENT_ERROR(self, RESOURCE, FAILED, ("Could not prepare copies into shareable memory."),
+                    ("%s", error.c_str()));
+  return FALSE;
+}
+
+// Serves the socket: the producer, and the link through which our pools reach it.
+static gboolean start_producer(GstCudaSinkIpc* self, const Settings& s,
+                               cipc::ProducerConfig& config) {
+  SinkPrivate& p = *self->priv;
   config.socket_path = s.socket_path;
   config.socket_mode = s.socket_mode;
   config.allow_other_users = s.allow_other_users;
@@ -372,7 +385,6 @@ static gboolean start_serving(GstCudaSinkIpc* self) {
                         ("Could not serve frames on socket '%s'.", s.socket_path.c_str()),
                         ("%s", e.message.c_str()));
     }
-    p.teardown();
     return FALSE;
   }
   {
@@ -380,48 +392,77 @@ static gboolean start_serving(GstCudaSinkIpc* self) {
     p.producer = std::move(producer.value());
   }
   p.producer_link->set(p.producer.get());
+  return TRUE;
+}
+
+// What our pools tell the element: a failed allocation, and (through the producer link, which
+// upstream's pool may outlive us by) a writer about to wait, flushing, or the pool's limit.
+static CipcSlotPoolHooks pool_hooks(GstCudaSinkIpc* self) {
+  std::shared_ptr<cipc_gst::ProducerLink> link = self->priv->producer_link;
+  CipcSlotPoolHooks hooks;
+  // Upstream only sees a failed allocation (not-negotiated, or a flow error mid-stream): this is
+  // where the user learns what ran out.
+  hooks.on_failure = [self](const std::string& what) {
+    GST_ELEMENT_ERROR(self, RESOURCE, NO_SPACE_LEFT,
+                      ("Out of memory for shared frames: %s. Lower pool-size or the "
+                       "resolution, or raise the process's memory limit (ulimit -v, the "
+                       "container's memory limit).",
+                       what.c_str()),
+                      (nullptr));
+  };
+  hooks.before_wait = [link] { link->read_releases_now(); };
+  hooks.on_flushing = [link](bool flushing) { link->set_writer_flushing(flushing); };
+  hooks.on_configured = [link](guint max_slots) { link->set_pool_limit(max_slots); };
+  return hooks;
+}
+
+// The pools upstream writes into, a generation per format, each announced to consumers.
+static void make_pools(GstCudaSinkIpc* self, guint pool_size) {
+  SinkPrivate& p = *self->priv;
   cipc::Producer* announce_to = p.producer.get();
   p.pools = std::make_unique<cipc_gst::SlotPoolGenerations>(
-      p.backend, s.pool_size,
+      p.backend, pool_size,
       [announce_to](uint64_t generation, const std::string& caps, uint64_t frame_size) {
         announce_to->set_caps(generation, caps, frame_size);
       },
-      CipcSlotPoolHooks{
-          [self](const std::string& what) {
-            // Upstream only sees a failed allocation (not-negotiated, or a flow error mid-stream):
-            // this is where the user learns what ran out.
-            GST_ELEMENT_ERROR(self, RESOURCE, NO_SPACE_LEFT,
-                              ("Out of memory for shared frames: %s. Lower pool-size or the "
-                               "resolution, or raise the process's memory limit (ulimit -v, the "
-                               "container's memory limit).",
-                               what.c_str()),
-                              (nullptr));
-          },
-          [link = p.producer_link] { link->read_releases_now(); },
-          [link = p.producer_link](bool flushing) { link->set_writer_flushing(flushing); },
-          [link = p.producer_link](guint max_slots) { link->set_pool_limit(max_slots); }});
+      pool_hooks(self));
+}
+
 #ifdef CIPC_HAVE_GST_CUDA
-  if (p.cuda_memory) {
-    std::string why;
-    p.exported = cipc_gst::SinkCudaMemoryInput::create(
-        device, config.sync_mode,
-        [link = p.producer_link](uint64_t generation, uint32_t index) {
-          link->retire_slot(generation, index);
-        },
-        [link = p.producer_link](guint max_buffers) { link->set_pool_limit(max_buffers); }, &why);
-    if (!p.exported)
-      GST_INFO_OBJECT(self, "GStreamer CUDA memory will be copied into slots: %s", why.c_str());
-  }
+// memory=cuda: GstCudaMemory from the exportable pool proposed upstream, sent without a copy
+// where GStreamer can export it; otherwise it is copied into slots.
+static void make_exported_input(GstCudaSinkIpc* self, int device, cipc::SyncMode sync) {
+  SinkPrivate& p = *self->priv;
+  std::string why;
+  p.exported = cipc_gst::SinkCudaMemoryInput::create(
+      device, sync,
+      [link = p.producer_link](uint64_t generation, uint32_t index) {
+        link->retire_slot(generation, index);
+      },
+      [link = p.producer_link](guint max_buffers) { link->set_pool_limit(max_buffers); }, &why);
+  if (!p.exported)
+    GST_INFO_OBJECT(self, "GStreamer CUDA memory will be copied into slots: %s", why.c_str());
+}
 #endif
-  p.frames_rendered = 0;
-  p.copies = 0;
-  p.device_copies = 0;
-  p.pageable_uploads = 0;
-  p.gst_cuda_shared = 0;
-  p.pool_generation = 0;
-  p.pool_rollovers = 0;
-  p.warned_copy = false;
-  p.upstream_live = -1;
+
+// READY -> PAUSED, from change_state() rather than GstBaseSink::start(): a failed start() makes
+// basesink post a second, generic error ("some element failed to post a proper error message")
+// after the one here that names the cause.
+static gboolean start_serving(GstCudaSinkIpc* self) {
+  SinkPrivate& p = *self->priv;
+  const Settings s = snapshot_settings(self);
+  cipc::ProducerConfig config;
+  int device = -1;
+  if (!open_backend(self, s, config, &device) || !make_copier(self, device) ||
+      !start_producer(self, s, config)) {
+    p.teardown();  // the step that failed posted the error
+    return FALSE;
+  }
+  make_pools(self, s.pool_size);
+#ifdef CIPC_HAVE_GST_CUDA
+  if (p.cuda_memory) make_exported_input(self, device, config.sync_mode);
+#endif
+  p.reset_counters();
   GST_INFO_OBJECT(self, "serving %s memory on %s (instance %016" G_GINT64_MODIFIER "x)",
                   cipc::to_string(config.memory_kind), s.socket_path.c_str(),
                   p.producer->instance_id());
