@@ -41,7 +41,9 @@
 #include "channel.h"
 #include "common/elementtype.h"
 #include "common/gstcudainterop.h"
+#include "ipcsink/producerlink.h"
 #include "ipcsink/sinkenums.h"
+#include "ipcsink/sinknegotiation.h"
 #ifdef CIPC_HAVE_GST_CUDA
 #include "common/gstcompat.h"
 #include "ipcsink/sinkcudamemoryinput.h"
@@ -111,92 +113,6 @@ struct Settings {
   cipc::SyncMode sync_mode = DEFAULT_SYNC_MODE;
 };
 
-// Keeps a published buffer (and so its slot) out of the pool while consumers hold it.
-class BufferHold final : public cipc::FrameHold {
- public:
-  explicit BufferHold(GstBuffer* buffer) : buffer_(buffer) {}
-  ~BufferHold() override { gst_buffer_unref(buffer_); }
-  // The pool frees a TAG_MEMORY buffer instead of recycling it: a retired slot is never
-  // written again while a stuck consumer may still read it.
-  void retire() override { GST_BUFFER_FLAG_SET(buffer_, GST_BUFFER_FLAG_TAG_MEMORY); }
-
- private:
-  GstBuffer* buffer_;
-};
-
-class SinkObserver final : public cipc::ProducerObserver {
- public:
-  explicit SinkObserver(GstElement* element) : element_(element) {}
-  void on_consumer_attached(uint64_t id, pid_t pid) override {
-    GST_INFO_OBJECT(element_, "consumer %" G_GUINT64_FORMAT " (pid %d) attached", id, (int)pid);
-  }
-  void on_consumer_detached(uint64_t id, const std::string& reason, bool problem) override {
-    if (problem) {
-      GST_ELEMENT_WARNING(element_, RESOURCE, READ,
-                          ("A consumer was disconnected: %s.", reason.c_str()), (nullptr));
-    } else {
-      GST_INFO_OBJECT(element_, "consumer %" G_GUINT64_FORMAT " detached: %s", id, reason.c_str());
-    }
-  }
-  void on_consumer_refused(uint64_t id, const std::string& reason) override {
-    (void)id;
-    GST_ELEMENT_WARNING(element_, RESOURCE, READ, ("Refused a consumer: %s.", reason.c_str()),
-                        (nullptr));
-  }
-  void on_warning(const std::string& text) override {
-    GST_ELEMENT_WARNING(element_, RESOURCE, OPEN_READ_WRITE, ("%s.", text.c_str()), (nullptr));
-  }
-
- private:
-  GstElement* element_;
-};
-
-// The producer as seen from our pools, which upstream may keep after the element is gone: a pool
-// about to wait for a slot asks the producer, while there is one, to read RELEASEs at once.
-struct ProducerLink {
-  std::mutex lock;
-  cipc::Producer* producer = nullptr;  // set while the element serves
-  void read_releases_now() {
-    std::lock_guard<std::mutex> guard(lock);
-    if (producer) producer->read_releases_now();
-  }
-  void set(cipc::Producer* p) {
-    std::lock_guard<std::mutex> guard(lock);
-    producer = p;
-    writer_flushing = false;
-  }
-  // Upstream flushes the pool it writes into (its source stops its streaming thread: a flush, a
-  // state change, or the EOS of gst-launch-1.0 -e, which waits for that thread): a render waiting
-  // for room must give up its frame, or the source waits for it forever.
-  void set_writer_flushing(bool flushing) {
-    std::lock_guard<std::mutex> guard(lock);
-    writer_flushing = flushing;
-    if (producer) producer->set_flushing(flushing, cipc::Producer::FlushHolder::kWriter);
-  }
-  // The pool upstream writes into holds at most `max_slots` (0: it grows as needed). Consumers
-  // may hold all but kWriterSlots of a bounded pool; the writer needs the rest to go on.
-  static constexpr guint kWriterSlots = 2;
-  void set_pool_limit(guint max_slots) {
-    std::lock_guard<std::mutex> guard(lock);
-    if (!producer) return;
-    producer->set_slot_budget(max_slots == 0             ? 0
-                              : max_slots > kWriterSlots ? max_slots - kWriterSlots
-                                                         : 1);
-  }
-  bool is_writer_flushing() {
-    std::lock_guard<std::mutex> guard(lock);
-    return writer_flushing;
-  }
-  // Memory an upstream pool owned and sent as a slot is being freed (issue 29).
-  void retire_slot(uint64_t generation, uint32_t index) {
-    std::lock_guard<std::mutex> guard(lock);
-    if (producer) producer->retire_slot(generation, index);
-  }
-
- private:
-  bool writer_flushing = false;
-};
-
 // Everything the element owns, in one place; members clean up after themselves.
 struct SinkPrivate {
   explicit SinkPrivate(GstElement* element) : observer(element) {}
@@ -206,14 +122,15 @@ struct SinkPrivate {
 #endif
 
   Settings settings;  // under the object lock
-  SinkObserver observer;
+  cipc_gst::SinkObserver observer;
 
   // Streaming state: made in start(), gone after stop() (teardown()).
   std::shared_ptr<cipc::MemoryBackend> backend;
   std::unique_ptr<cipc_gst::SlotCopier> copier;  // frames not written into the pool
   std::mutex producer_lock;  // `producer` is also read by property getters and unlock()
   std::unique_ptr<cipc::Producer> producer;
-  std::shared_ptr<ProducerLink> producer_link = std::make_shared<ProducerLink>();
+  std::shared_ptr<cipc_gst::ProducerLink> producer_link =
+      std::make_shared<cipc_gst::ProducerLink>();
   std::unique_ptr<cipc_gst::SlotPoolGenerations> pools;
 #ifdef CIPC_HAVE_GST_CUDA
   // GstCudaMemory from the exportable pool proposed upstream, sent without a copy (>= 1.24).
@@ -232,6 +149,19 @@ struct SinkPrivate {
   std::atomic<guint64> pool_generation{0};   // mirrors pools->generation() for the stats
   std::atomic<bool> cuda_mps{false};         // memory=cuda and our context is an MPS client
   std::atomic<guint64> pool_rollovers{0};
+
+  // A new stream's statistics start from zero, and its first copy is announced again.
+  void reset_counters() {
+    frames_rendered = 0;
+    copies = 0;
+    device_copies = 0;
+    pageable_uploads = 0;
+    gst_cuda_shared = 0;
+    pool_generation = 0;
+    pool_rollovers = 0;
+    warned_copy = false;
+    upstream_live = -1;
+  }
 
   // The one cleanup path, for stop() and for a start() that failed half-way.
   void teardown() {
@@ -259,18 +189,8 @@ struct _GstCudaSinkIpc {
   SinkPrivate* priv;
 };
 
-// With GStreamer's CUDA library, nvcodec's memory:CUDAMemory too: copied once on the GPU.
-#ifdef CIPC_HAVE_GST_CUDA
-#define CIPC_SINK_GST_CUDA_CAPS \
-  GST_VIDEO_CAPS_MAKE_WITH_FEATURES(GST_CAPS_FEATURE_MEMORY_CUDA_MEMORY, GST_VIDEO_FORMATS_ALL) ";"
-#else
-#define CIPC_SINK_GST_CUDA_CAPS
-#endif
 static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE(
-    "sink", GST_PAD_SINK, GST_PAD_ALWAYS,
-    GST_STATIC_CAPS(GST_VIDEO_CAPS_MAKE_WITH_FEATURES(
-        GST_CAPS_FEATURE_MEMORY_CUDA_IPC, GST_VIDEO_FORMATS_ALL) ";" CIPC_SINK_GST_CUDA_CAPS
-                        GST_VIDEO_CAPS_MAKE(GST_VIDEO_FORMATS_ALL)));
+    "sink", GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS(CIPC_SINK_TEMPLATE_CAPS));
 
 // The URI handler (cudaipc:///path/to/socket?property=value): gst/urihandler.h.
 CIPC_DEFINE_ELEMENT_TYPE_WITH_CODE(GstCudaSinkIpc, gst_cuda_sink_ipc, GST_TYPE_BASE_SINK,
@@ -421,32 +341,32 @@ static gboolean start_cuda(GstCudaSinkIpc* self, const Settings& s, cipc::Produc
 #endif
 }
 
-// READY -> PAUSED, from change_state() rather than GstBaseSink::start(): a failed start() makes
-// basesink post a second, generic error ("some element failed to post a proper error message")
-// after the one here that names the cause.
-static gboolean start_serving(GstCudaSinkIpc* self) {
+// The slots' memory: the device's for memory=cuda (start_cuda), else host memfds.
+static gboolean open_backend(GstCudaSinkIpc* self, const Settings& s, cipc::ProducerConfig& config,
+                             int* device) {
   SinkPrivate& p = *self->priv;
-  const Settings s = snapshot_settings(self);
-  cipc::ProducerConfig config;
   p.cuda_memory = s.memory == cipc::MemoryKind::kCuda;
   p.cuda_mps = false;  // start_cuda says
-  int device = -1;
-  if (p.cuda_memory) {
-    if (!start_cuda(self, s, config, &device)) {
-      p.teardown();
-      return FALSE;
-    }
-  } else {
-    p.backend = std::make_shared<cipc_slots::HostMemoryBackend>();
-  }
+  if (p.cuda_memory) return start_cuda(self, s, config, device);
+  p.backend = std::make_shared<cipc_slots::HostMemoryBackend>();
+  return TRUE;
+}
+
+// Copies of frames upstream did not write into a slot, on `device` (-1: host slots).
+static gboolean make_copier(GstCudaSinkIpc* self, int device) {
+  SinkPrivate& p = *self->priv;
   std::string error;
   p.copier = cipc_gst::SlotCopier::create(device, &error);
-  if (!p.copier) {
-    GST_ELEMENT_ERROR(self, RESOURCE, FAILED, ("Could not prepare copies into shareable memory."),
-                      ("%s", error.c_str()));
-    p.teardown();
-    return FALSE;
-  }
+  if (p.copier) return TRUE;
+  GST_ELEMENT_ERROR(self, RESOURCE, FAILED, ("Could not prepare copies into shareable memory."),
+                    ("%s", error.c_str()));
+  return FALSE;
+}
+
+// Serves the socket: the producer, and the link through which our pools reach it.
+static gboolean start_producer(GstCudaSinkIpc* self, const Settings& s,
+                               cipc::ProducerConfig& config) {
+  SinkPrivate& p = *self->priv;
   config.socket_path = s.socket_path;
   config.socket_mode = s.socket_mode;
   config.allow_other_users = s.allow_other_users;
@@ -465,7 +385,6 @@ static gboolean start_serving(GstCudaSinkIpc* self) {
                         ("Could not serve frames on socket '%s'.", s.socket_path.c_str()),
                         ("%s", e.message.c_str()));
     }
-    p.teardown();
     return FALSE;
   }
   {
@@ -473,48 +392,77 @@ static gboolean start_serving(GstCudaSinkIpc* self) {
     p.producer = std::move(producer.value());
   }
   p.producer_link->set(p.producer.get());
+  return TRUE;
+}
+
+// What our pools tell the element: a failed allocation, and (through the producer link, which
+// upstream's pool may outlive us by) a writer about to wait, flushing, or the pool's limit.
+static CipcSlotPoolHooks pool_hooks(GstCudaSinkIpc* self) {
+  std::shared_ptr<cipc_gst::ProducerLink> link = self->priv->producer_link;
+  CipcSlotPoolHooks hooks;
+  // Upstream only sees a failed allocation (not-negotiated, or a flow error mid-stream): this is
+  // where the user learns what ran out.
+  hooks.on_failure = [self](const std::string& what) {
+    GST_ELEMENT_ERROR(self, RESOURCE, NO_SPACE_LEFT,
+                      ("Out of memory for shared frames: %s. Lower pool-size or the "
+                       "resolution, or raise the process's memory limit (ulimit -v, the "
+                       "container's memory limit).",
+                       what.c_str()),
+                      (nullptr));
+  };
+  hooks.before_wait = [link] { link->read_releases_now(); };
+  hooks.on_flushing = [link](bool flushing) { link->set_writer_flushing(flushing); };
+  hooks.on_configured = [link](guint max_slots) { link->set_pool_limit(max_slots); };
+  return hooks;
+}
+
+// The pools upstream writes into, a generation per format, each announced to consumers.
+static void make_pools(GstCudaSinkIpc* self, guint pool_size) {
+  SinkPrivate& p = *self->priv;
   cipc::Producer* announce_to = p.producer.get();
   p.pools = std::make_unique<cipc_gst::SlotPoolGenerations>(
-      p.backend, s.pool_size,
+      p.backend, pool_size,
       [announce_to](uint64_t generation, const std::string& caps, uint64_t frame_size) {
         announce_to->set_caps(generation, caps, frame_size);
       },
-      CipcSlotPoolHooks{
-          [self](const std::string& what) {
-            // Upstream only sees a failed allocation (not-negotiated, or a flow error mid-stream):
-            // this is where the user learns what ran out.
-            GST_ELEMENT_ERROR(self, RESOURCE, NO_SPACE_LEFT,
-                              ("Out of memory for shared frames: %s. Lower pool-size or the "
-                               "resolution, or raise the process's memory limit (ulimit -v, the "
-                               "container's memory limit).",
-                               what.c_str()),
-                              (nullptr));
-          },
-          [link = p.producer_link] { link->read_releases_now(); },
-          [link = p.producer_link](bool flushing) { link->set_writer_flushing(flushing); },
-          [link = p.producer_link](guint max_slots) { link->set_pool_limit(max_slots); }});
+      pool_hooks(self));
+}
+
 #ifdef CIPC_HAVE_GST_CUDA
-  if (p.cuda_memory) {
-    std::string why;
-    p.exported = cipc_gst::SinkCudaMemoryInput::create(
-        device, config.sync_mode,
-        [link = p.producer_link](uint64_t generation, uint32_t index) {
-          link->retire_slot(generation, index);
-        },
-        [link = p.producer_link](guint max_buffers) { link->set_pool_limit(max_buffers); }, &why);
-    if (!p.exported)
-      GST_INFO_OBJECT(self, "GStreamer CUDA memory will be copied into slots: %s", why.c_str());
-  }
+// memory=cuda: GstCudaMemory from the exportable pool proposed upstream, sent without a copy
+// where GStreamer can export it; otherwise it is copied into slots.
+static void make_exported_input(GstCudaSinkIpc* self, int device, cipc::SyncMode sync) {
+  SinkPrivate& p = *self->priv;
+  std::string why;
+  p.exported = cipc_gst::SinkCudaMemoryInput::create(
+      device, sync,
+      [link = p.producer_link](uint64_t generation, uint32_t index) {
+        link->retire_slot(generation, index);
+      },
+      [link = p.producer_link](guint max_buffers) { link->set_pool_limit(max_buffers); }, &why);
+  if (!p.exported)
+    GST_INFO_OBJECT(self, "GStreamer CUDA memory will be copied into slots: %s", why.c_str());
+}
 #endif
-  p.frames_rendered = 0;
-  p.copies = 0;
-  p.device_copies = 0;
-  p.pageable_uploads = 0;
-  p.gst_cuda_shared = 0;
-  p.pool_generation = 0;
-  p.pool_rollovers = 0;
-  p.warned_copy = false;
-  p.upstream_live = -1;
+
+// READY -> PAUSED, from change_state() rather than GstBaseSink::start(): a failed start() makes
+// basesink post a second, generic error ("some element failed to post a proper error message")
+// after the one here that names the cause.
+static gboolean start_serving(GstCudaSinkIpc* self) {
+  SinkPrivate& p = *self->priv;
+  const Settings s = snapshot_settings(self);
+  cipc::ProducerConfig config;
+  int device = -1;
+  if (!open_backend(self, s, config, &device) || !make_copier(self, device) ||
+      !start_producer(self, s, config)) {
+    p.teardown();  // the step that failed posted the error
+    return FALSE;
+  }
+  make_pools(self, s.pool_size);
+#ifdef CIPC_HAVE_GST_CUDA
+  if (p.cuda_memory) make_exported_input(self, device, config.sync_mode);
+#endif
+  p.reset_counters();
   GST_INFO_OBJECT(self, "serving %s memory on %s (instance %016" G_GINT64_MODIFIER "x)",
                   cipc::to_string(config.memory_kind), s.socket_path.c_str(),
                   p.producer->instance_id());
@@ -526,72 +474,14 @@ static gboolean gst_cuda_sink_ipc_stop(GstBaseSink* sink) {
   return TRUE;
 }
 
-// We take every format, and an upstream that is free to choose takes the first one offered:
-// GStreamer lists the deepest first (ABGR64_LE), which no display sink accepts and cudasrc-ipc
-// cannot convert. Formats every display sink takes (ximagesink, glimagesink) come first.
-static GstCaps* prefer_display_formats(GstCaps* caps) {
-  GstCaps* preferred = gst_caps_new_empty();
-  for (guint i = 0; i < gst_caps_get_size(caps); ++i) {
-    GstStructure* s = gst_structure_copy(gst_caps_get_structure(caps, i));
-    GValue formats = G_VALUE_INIT;
-    gst_value_list_init(&formats, 4);
-    for (const char* format : {"BGRx", "BGRA", "RGBx", "RGBA"}) {
-      GValue v = G_VALUE_INIT;
-      g_value_init(&v, G_TYPE_STRING);
-      g_value_set_static_string(&v, format);
-      gst_value_list_append_and_take_value(&formats, &v);
-    }
-    gst_structure_take_value(s, "format", &formats);
-    gst_caps_append_structure_full(preferred, s,
-                                   gst_caps_features_copy(gst_caps_get_features(caps, i)));
-    gst_caps_append_structure_full(preferred, gst_structure_copy(gst_caps_get_structure(caps, i)),
-                                   gst_caps_features_copy(gst_caps_get_features(caps, i)));
-  }
-  gst_caps_unref(caps);
-  return preferred;
-}
-
-// Whether the first format `caps` offers has more than 8 bits per component: the mark of a list
-// of everything an element can make (GStreamer orders formats deepest first), not a preference.
-static bool leads_with_a_deep_format(GstCaps* caps) {
-  if (gst_caps_is_empty(caps) || gst_caps_is_any(caps)) return false;
-  const GValue* format = gst_structure_get_value(gst_caps_get_structure(caps, 0), "format");
-  if (format && GST_VALUE_HOLDS_LIST(format) && gst_value_list_get_size(format) > 0)
-    format = gst_value_list_get_value(format, 0);
-  if (!format || !G_VALUE_HOLDS_STRING(format)) return false;
-  const GstVideoFormatInfo* info =
-      gst_video_format_get_info(gst_video_format_from_string(g_value_get_string(format)));
-  return info && GST_VIDEO_FORMAT_INFO_DEPTH(info, 0) > 8;
-}
-
-// memory=host accepts system memory only; memory=cuda both (system memory is uploaded).
+// The caps policy (memory, format order) is sinknegotiation's.
 static GstCaps* gst_cuda_sink_ipc_get_caps(GstBaseSink* sink, GstCaps* filter) {
   auto* self = GST_CUDA_SINK_IPC(sink);
-  GstCaps* caps = gst_pad_get_pad_template_caps(GST_BASE_SINK_PAD(sink));
-  if (snapshot_settings(self).memory != cipc::MemoryKind::kCuda) {
-    GstCaps* system = gst_caps_new_empty();
-    for (guint i = 0; i < gst_caps_get_size(caps); ++i) {
-      if (gst_cipc_caps_have_cuda_memory(caps, i)) continue;
-      gst_caps_append_structure(system, gst_structure_copy(gst_caps_get_structure(caps, i)));
-    }
-    gst_caps_unref(caps);
-    caps = system;
-  }
-  if (filter) {
-    // An upstream with a preference of its own (rg10tobgra: BGRA) keeps it; one that lists all
-    // it can make, deepest first (videotestsrc), gets ours instead.
-    GstCaps* upstream_order = gst_caps_intersect_full(filter, caps, GST_CAPS_INTERSECT_FIRST);
-    if (!leads_with_a_deep_format(upstream_order)) {
-      gst_caps_unref(caps);
-      return upstream_order;
-    }
-    gst_caps_unref(upstream_order);
-    caps = prefer_display_formats(caps);
-    GstCaps* tmp = gst_caps_intersect_full(caps, filter, GST_CAPS_INTERSECT_FIRST);
-    gst_caps_unref(caps);
-    return tmp;
-  }
-  return prefer_display_formats(caps);
+  GstCaps* template_caps = gst_pad_get_pad_template_caps(GST_BASE_SINK_PAD(sink));
+  GstCaps* caps = cipc_gst::sink_input_caps(
+      template_caps, filter, snapshot_settings(self).memory == cipc::MemoryKind::kCuda);
+  gst_caps_unref(template_caps);
+  return caps;
 }
 
 // Makes the pool for `caps` the current generation, telling consumers about the new format.
@@ -655,6 +545,17 @@ static void propose_exportable_cuda_pool(GstCudaSinkIpc* self, GstQuery* query, 
 }
 #endif
 
+// A CPU writer's pool for CUDA slots: pinned host memory, when the copier can make it.
+static void propose_pinned_pool(GstCudaSinkIpc* self, GstQuery* query, GstCaps* caps) {
+  SinkPrivate& p = *self->priv;
+  const guint size = static_cast<guint>(GST_VIDEO_INFO_SIZE(&p.pools->info()));
+  if (GstBufferPool* pinned = p.copier ? p.copier->upload_pool(caps, size) : nullptr) {
+    gst_query_add_allocation_pool(query, pinned, size, 2, 0);
+    gst_object_unref(pinned);
+  }
+}
+
+// Which pool to offer is sinknegotiation's choice; the pools are the element's.
 static gboolean gst_cuda_sink_ipc_propose_allocation(GstBaseSink* sink, GstQuery* query) {
   auto* self = GST_CUDA_SINK_IPC(sink);
   SinkPrivate& p = *self->priv;
@@ -663,29 +564,18 @@ static gboolean gst_cuda_sink_ipc_propose_allocation(GstBaseSink* sink, GstQuery
   gst_query_parse_allocation(query, &caps, &need_pool);
   if (caps == nullptr || !p.pools || !ensure_pool(self, caps)) return FALSE;
   gst_query_add_allocation_meta(query, GST_VIDEO_META_API_TYPE, nullptr);
+  switch (cipc_gst::sink_pool_for(caps, p.cuda_memory)) {
+    case cipc_gst::SinkPool::kExportableGstCuda:
 #ifdef CIPC_HAVE_GST_CUDA
-  // nvcodec elements write GstCudaMemory: into an exportable pool of GStreamer's, proposed here
-  // where GStreamer has one (>= 1.24), whose frames cross by reference; what they allocate
-  // elsewhere is copied in render().
-  if (cipc_gst::caps_have_gst_cuda_memory(caps)) {
-    propose_exportable_cuda_pool(self, query, caps);
-    return TRUE;
-  }
+      propose_exportable_cuda_pool(self, query, caps);
 #endif
-  // CUDA slots are only offered to upstream that writes CUDA memory: a CPU writer would go
-  // through a staging copy on every map. A CPU writer gets pinned host memory instead, so that
-  // the counted upload in render() is an asynchronous DMA rather than a staged copy.
-  if (p.cuda_memory && !gst_cipc_caps_have_cuda_memory(caps)) {
-    const guint size = static_cast<guint>(GST_VIDEO_INFO_SIZE(&p.pools->info()));
-    if (GstBufferPool* pinned = p.copier ? p.copier->upload_pool(caps, size) : nullptr) {
-      gst_query_add_allocation_pool(query, pinned, size, 2, 0);
-      gst_object_unref(pinned);
-    }
-    return TRUE;
+      break;
+    case cipc_gst::SinkPool::kPinnedUpload: propose_pinned_pool(self, query, caps); break;
+    case cipc_gst::SinkPool::kSlots:
+      gst_query_add_allocation_pool(query, p.pools->pool(), GST_VIDEO_INFO_SIZE(&p.pools->info()),
+                                    p.pools->pool_size(), 0);
+      break;
   }
-  // Offered even when need_pool is FALSE: writing into this pool is what avoids a copy.
-  gst_query_add_allocation_pool(query, p.pools->pool(), GST_VIDEO_INFO_SIZE(&p.pools->info()),
-                                p.pools->pool_size(), 0);
   return TRUE;
 }
 
@@ -919,7 +809,7 @@ static bool place_frame(GstCudaSinkIpc* self, GstBuffer* buffer, GstCipcCopyPoli
   out->ref.generation = binding->generation;
   out->ref.index = binding->index;
   out->ref.memory = binding->producer_slot.get();
-  out->hold = std::make_shared<BufferHold>(slot_buffer);
+  out->hold = std::make_shared<cipc_gst::BufferHold>(slot_buffer);
   out->described = slot_buffer;
   out->layout = p.pools->info();
   return true;

@@ -34,13 +34,6 @@ struct RetiredCudaMemory {
   }
 };
 
-namespace {
-
-GQuark adoptions_quark() {
-  static const GQuark quark = g_quark_from_static_string("cudaipc-exported-slots");
-  return quark;
-}
-
 // One sink's adoption of one GstCudaMemory: the slot its consumers import.
 struct AdoptedSlot {
   uint64_t owner = 0;  // the SinkCudaMemoryInput's serial
@@ -57,6 +50,13 @@ struct AdoptedSlot {
     if (retire) retire(generation, index);
   }
 };
+
+namespace {
+
+GQuark adoptions_quark() {
+  static const GQuark quark = g_quark_from_static_string("cudaipc-exported-slots");
+  return quark;
+}
 
 // What a GstCudaMemory carries (qdata): its adoptions, one per sink that sends it (a tee may
 // feed several).
@@ -100,6 +100,17 @@ class ExportedFrameHold final : public cipc::FrameHold {
   std::shared_ptr<AdoptedSlot> slot_;  // its readiness event outlives the consumers' waits
   std::shared_ptr<RetiredCudaMemory> retired_;
 };
+
+// A CUDA map per frame: it gives the device address, and uploads what a CPU writer left in the
+// memory's staging copy (GST_CUDA_MEMORY_TRANSFER_NEED_UPLOAD) on the memory's stream.
+bool device_address(GstMemory* mem, cipc_cuda::DevicePtr* device_ptr) {
+  GstMapInfo map;
+  if (!gst_memory_map(mem, &map, static_cast<GstMapFlags>(GST_MAP_READ | GST_MAP_CUDA)))
+    return false;
+  *device_ptr = static_cast<cipc_cuda::DevicePtr>(reinterpret_cast<uintptr_t>(map.data));
+  gst_memory_unmap(mem, &map);
+  return true;
+}
 
 std::atomic<uint64_t> next_serial{1};
 
@@ -175,38 +186,28 @@ SinkCudaMemoryInput::~SinkCudaMemoryInput() {
   if (last_pool_) gst_object_unref(last_pool_);
 }
 
-SinkCudaMemoryInput::Outcome SinkCudaMemoryInput::send(GstBuffer* buffer,
-                                                       SlotPoolGenerations& pools,
-                                                       cipc::SlotRef* ref,
-                                                       std::shared_ptr<cipc::FrameHold>* hold,
-                                                       std::string* error) {
-  if (gst_buffer_n_memory(buffer) != 1) return Outcome::kNotExportable;
-  GstMemory* mem = gst_buffer_peek_memory(buffer, 0);
+bool SinkCudaMemoryInput::exportable(GstMemory* mem, int* exported_fd) const {
   // Planes are described from the slot's first byte: memory that starts further in is copied.
-  if (!gst_is_cuda_memory(mem) || mem->offset != 0) return Outcome::kNotExportable;
+  if (!gst_is_cuda_memory(mem) || mem->offset != 0) return false;
   // Our readiness event is recorded on the memory's stream, which must be of our context.
-  if (!is_primary_context(GST_CUDA_MEMORY_CAST(mem)->context, device_))
-    return Outcome::kNotExportable;
-  const int exported_fd = gst_cuda_memory_export_fd(mem);
-  if (exported_fd < 0) return Outcome::kNotExportable;
-  // A CUDA map per frame: it gives the device address, and uploads what a CPU writer left in the
-  // memory's staging copy (GST_CUDA_MEMORY_TRANSFER_NEED_UPLOAD) on the memory's stream.
-  GstMapInfo map;
-  if (!gst_memory_map(mem, &map, static_cast<GstMapFlags>(GST_MAP_READ | GST_MAP_CUDA))) {
-    *error = "could not map GStreamer CUDA memory on the GPU";
-    return Outcome::kFailed;
-  }
-  const auto device_ptr = static_cast<cipc_cuda::DevicePtr>(reinterpret_cast<uintptr_t>(map.data));
-  gst_memory_unmap(mem, &map);
+  if (!is_primary_context(GST_CUDA_MEMORY_CAST(mem)->context, device_)) return false;
+  *exported_fd = gst_cuda_memory_export_fd(mem);
+  return *exported_fd >= 0;
+}
 
+SinkCudaMemoryInput::Outcome SinkCudaMemoryInput::find_or_adopt(GstMemory* mem, int exported_fd,
+                                                                cipc_cuda::DevicePtr device_ptr,
+                                                                SlotPoolGenerations& pools,
+                                                                std::shared_ptr<AdoptedSlot>* slot,
+                                                                std::string* error) {
   Adoptions& adoptions = adoptions_of(mem);
-  std::shared_ptr<AdoptedSlot> slot, replaced;
+  std::shared_ptr<AdoptedSlot> replaced;
   {
     std::lock_guard<std::mutex> guard(adoptions.lock);
     for (auto it = adoptions.slots.begin(); it != adoptions.slots.end(); ++it) {
       if ((*it)->owner != serial_) continue;
       if ((*it)->generation == pools.generation()) {
-        slot = *it;
+        *slot = *it;
       } else {
         replaced = std::move(*it);  // a replaced generation's: retired once no frame holds it
         adoptions.slots.erase(it);
@@ -215,62 +216,92 @@ SinkCudaMemoryInput::Outcome SinkCudaMemoryInput::send(GstBuffer* buffer,
     }
   }
   replaced.reset();  // outside the lock: retiring takes the producer's
-  if (!slot) {
-    uint64_t generation = 0;
-    uint32_t index = 0;
-    // No index left in this generation: copied this once, the roll-over comes with the next frame.
-    if (!pools.take_index(&generation, &index)) return Outcome::kNotExportable;
-    cipc::UniqueFd fd(::fcntl(exported_fd, F_DUPFD_CLOEXEC, 0));
-    if (!fd) {
-      // Out of descriptors, say: this frame is copied into one of our slots instead, and the
-      // memory is adopted with a later frame (its index stays unused).
-      GST_WARNING("could not duplicate exported GStreamer CUDA memory's descriptor (%s): copying",
-                  g_strerror(errno));
-      return Outcome::kNotExportable;
-    }
-    // The whole allocation is shared, as a slot is: its size is the memory's maxsize.
-    auto adopted =
-        cipc_slots::CudaSlotMemory::adopt(device_, std::move(fd), device_ptr, mem->maxsize, sync_);
-    if (!adopted) {
-      *error = adopted.error().message;
-      return Outcome::kFailed;
-    }
-    slot = std::make_shared<AdoptedSlot>();
-    slot->owner = serial_;
-    slot->generation = generation;
-    slot->index = index;
-    slot->memory = std::shared_ptr<cipc::SlotMemory>(std::move(adopted.value()));
-    slot->retire = retire_;
-    {
-      std::lock_guard<std::mutex> guard(adoptions.lock);
-      adoptions.slots.push_back(slot);
-    }
-    GST_DEBUG("exported GStreamer CUDA memory %p (%" G_GSIZE_FORMAT
-              " bytes) as slot %u of generation %" G_GUINT64_FORMAT,
-              mem, mem->maxsize, index, generation);
-  }
+  if (*slot) return Outcome::kSent;
+  const Outcome adopted = adopt(mem, exported_fd, device_ptr, pools, slot, error);
+  if (adopted != Outcome::kSent) return adopted;
+  std::lock_guard<std::mutex> guard(adoptions.lock);
+  adoptions.slots.push_back(*slot);
+  return Outcome::kSent;
+}
 
-  // After whatever upstream still has queued on the memory's stream; nothing pending: at once.
-  void* pending = gst_cuda_memory_pending_stream(mem);
-  const cipc_cuda::Status s = cipc_slots::cuda_slot_of(slot->memory.get())
-                                  ->end_write(pending ? pending : idle_stream_.handle());
-  if (!s) {
-    *error = "could not record the readiness of GStreamer CUDA memory: " + s.message();
+SinkCudaMemoryInput::Outcome SinkCudaMemoryInput::adopt(GstMemory* mem, int exported_fd,
+                                                        cipc_cuda::DevicePtr device_ptr,
+                                                        SlotPoolGenerations& pools,
+                                                        std::shared_ptr<AdoptedSlot>* slot,
+                                                        std::string* error) {
+  uint64_t generation = 0;
+  uint32_t index = 0;
+  // No index left in this generation: copied this once, the roll-over comes with the next frame.
+  if (!pools.take_index(&generation, &index)) return Outcome::kNotExportable;
+  cipc::UniqueFd fd(::fcntl(exported_fd, F_DUPFD_CLOEXEC, 0));
+  if (!fd) {
+    // Out of descriptors, say: this frame is copied into one of our slots instead, and the
+    // memory is adopted with a later frame (its index stays unused).
+    GST_WARNING("could not duplicate exported GStreamer CUDA memory's descriptor (%s): copying",
+                g_strerror(errno));
+    return Outcome::kNotExportable;
+  }
+  // The whole allocation is shared, as a slot is: its size is the memory's maxsize.
+  auto adopted =
+      cipc_slots::CudaSlotMemory::adopt(device_, std::move(fd), device_ptr, mem->maxsize, sync_);
+  if (!adopted) {
+    *error = adopted.error().message;
     return Outcome::kFailed;
   }
+  *slot = std::make_shared<AdoptedSlot>();
+  (*slot)->owner = serial_;
+  (*slot)->generation = generation;
+  (*slot)->index = index;
+  (*slot)->memory = std::shared_ptr<cipc::SlotMemory>(std::move(adopted.value()));
+  (*slot)->retire = retire_;
+  GST_DEBUG("exported GStreamer CUDA memory %p (%" G_GSIZE_FORMAT
+            " bytes) as slot %u of generation %" G_GUINT64_FORMAT,
+            mem, mem->maxsize, index, generation);
+  return Outcome::kSent;
+}
 
-  if (buffer->pool != last_pool_) {
-    if (last_pool_) gst_object_unref(last_pool_);
-    last_pool_ = buffer->pool ? GST_BUFFER_POOL(gst_object_ref(buffer->pool)) : nullptr;
-    guint max_buffers = 0;
-    if (last_pool_) {
-      GstStructure* config = gst_buffer_pool_get_config(last_pool_);
-      gst_buffer_pool_config_get_params(config, nullptr, nullptr, nullptr, &max_buffers);
-      gst_structure_free(config);
-    }
-    if (pool_limit_) pool_limit_(max_buffers);
+bool SinkCudaMemoryInput::mark_ready(AdoptedSlot& slot, GstMemory* mem, std::string* error) {
+  // After whatever upstream still has queued on the memory's stream; nothing pending: at once.
+  void* pending = gst_cuda_memory_pending_stream(mem);
+  const cipc_cuda::Status s = cipc_slots::cuda_slot_of(slot.memory.get())
+                                  ->end_write(pending ? pending : idle_stream_.handle());
+  if (s) return true;
+  *error = "could not record the readiness of GStreamer CUDA memory: " + s.message();
+  return false;
+}
+
+void SinkCudaMemoryInput::note_pool(GstBuffer* buffer) {
+  if (buffer->pool == last_pool_) return;
+  if (last_pool_) gst_object_unref(last_pool_);
+  last_pool_ = buffer->pool ? GST_BUFFER_POOL(gst_object_ref(buffer->pool)) : nullptr;
+  guint max_buffers = 0;
+  if (last_pool_) {
+    GstStructure* config = gst_buffer_pool_get_config(last_pool_);
+    gst_buffer_pool_config_get_params(config, nullptr, nullptr, nullptr, &max_buffers);
+    gst_structure_free(config);
   }
+  if (pool_limit_) pool_limit_(max_buffers);
+}
 
+SinkCudaMemoryInput::Outcome SinkCudaMemoryInput::send(GstBuffer* buffer,
+                                                       SlotPoolGenerations& pools,
+                                                       cipc::SlotRef* ref,
+                                                       std::shared_ptr<cipc::FrameHold>* hold,
+                                                       std::string* error) {
+  if (gst_buffer_n_memory(buffer) != 1) return Outcome::kNotExportable;
+  GstMemory* mem = gst_buffer_peek_memory(buffer, 0);
+  int exported_fd = -1;
+  if (!exportable(mem, &exported_fd)) return Outcome::kNotExportable;
+  cipc_cuda::DevicePtr device_ptr = 0;
+  if (!device_address(mem, &device_ptr)) {
+    *error = "could not map GStreamer CUDA memory on the GPU";
+    return Outcome::kFailed;
+  }
+  std::shared_ptr<AdoptedSlot> slot;
+  const Outcome found = find_or_adopt(mem, exported_fd, device_ptr, pools, &slot, error);
+  if (found != Outcome::kSent) return found;
+  if (!mark_ready(*slot, mem, error)) return Outcome::kFailed;
+  note_pool(buffer);
   ref->generation = slot->generation;
   ref->index = slot->index;
   ref->memory = slot->memory.get();

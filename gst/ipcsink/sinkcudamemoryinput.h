@@ -36,6 +36,7 @@ GstBufferPool* make_exportable_cuda_pool(GstCudaContext* context, GstCaps* caps,
 GstVideoInfo exported_frame_layout(GstBuffer* buffer, const GstVideoInfo& caps_info);
 
 struct RetiredCudaMemory;
+struct AdoptedSlot;
 
 class SinkCudaMemoryInput {
  public:
@@ -67,6 +68,21 @@ class SinkCudaMemoryInput {
 
  private:
   SinkCudaMemoryInput(int device, cipc::SyncMode sync, Retire retire, PoolLimit pool_limit);
+  // The steps of send(), in order, on the streaming thread. Whether `mem` can be sent as it is:
+  // GstCudaMemory from the slot's first byte, of our device's primary context, exported (its
+  // descriptor `exported_fd` stays the memory's).
+  bool exportable(GstMemory* mem, int* exported_fd) const;
+  // This sink's adoption of `mem` in `pools`' current generation (kSent, `slot` set), made on
+  // first use by adopt(); an adoption of a replaced generation is dropped (retired).
+  Outcome find_or_adopt(GstMemory* mem, int exported_fd, cipc_cuda::DevicePtr device_ptr,
+                        SlotPoolGenerations& pools, std::shared_ptr<AdoptedSlot>* slot,
+                        std::string* error);
+  Outcome adopt(GstMemory* mem, int exported_fd, cipc_cuda::DevicePtr device_ptr,
+                SlotPoolGenerations& pools, std::shared_ptr<AdoptedSlot>* slot, std::string* error);
+  // Records the slot's readiness after upstream's pending work on `mem`.
+  bool mark_ready(AdoptedSlot& slot, GstMemory* mem, std::string* error);
+  // Tells pool_limit_ the limit of the pool `buffer` came from, when that pool changes.
+  void note_pool(GstBuffer* buffer);
 
   const int device_;
   const cipc::SyncMode sync_;
