@@ -13,7 +13,7 @@
  * in the stats property) or refused (copy-policy=require-zero-copy).
  *
  * Also made from a URI, cudaipc:///path/to/socket with properties as query parameters
- * (cudaipc:///tmp/cam0.sock?memory=host); see gst/urihandler.h.
+ * (cudaipc:///tmp/cam0.sock?memory=host); see gst/common/urihandler.h.
  *
  * ## Example launch lines
  * |[
@@ -192,7 +192,7 @@ struct _GstCudaSinkIpc {
 static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE(
     "sink", GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS(CIPC_SINK_TEMPLATE_CAPS));
 
-// The URI handler (cudaipc:///path/to/socket?property=value): gst/urihandler.h.
+// The URI handler (cudaipc:///path/to/socket?property=value): gst/common/urihandler.h.
 CIPC_DEFINE_ELEMENT_TYPE_WITH_CODE(GstCudaSinkIpc, gst_cuda_sink_ipc, GST_TYPE_BASE_SINK,
                                    "GstCudaSink-ipc",
                                    G_IMPLEMENT_INTERFACE(GST_TYPE_URI_HANDLER,
