@@ -104,12 +104,6 @@ TEST_F(Elements, ForeignBuffersAreCopiedCountedAndWarnedOnce) {
   TearDownBus();
 }
 
-// Another element's slot pool (rg10tobgra keeps one when downstream offers none) numbers its
-// generations from 1 too: its buffers are foreign memory, copied, never sent as our slots (the
-// consumer would take them for ours of the same index).
-// Issue 24, item 9: with no caps written, upstream picks a format display sinks take (BGRx),
-// not GStreamer's first (ABGR64_LE), so `videotestsrc ! cudasink-ipc` | `cudasrc-ipc !
-// ximagesink` works as README writes it.
 // The format a host-memory cudasink-ipc negotiates behind `upstream` (a pipeline fragment).
 static std::string negotiated_format(const std::string& upstream, const std::string& socket) {
   GstElement* pipeline = gst_parse_launch(
@@ -137,6 +131,9 @@ static std::string negotiated_format(const std::string& upstream, const std::str
   return format;
 }
 
+// Issue 24, item 9: with no caps written, upstream picks a format display sinks take (BGRx),
+// not GStreamer's first (ABGR64_LE), so `videotestsrc ! cudasink-ipc` | `cudasrc-ipc !
+// ximagesink` works as README writes it.
 TEST_F(Elements, UpstreamFreeToChooseGetsAFormatDisplaysTake) {
   EXPECT_EQ(negotiated_format("videotestsrc num-buffers=2", socket_), "BGRx");
 }
@@ -183,6 +180,9 @@ TEST_F(Elements, CopyWarningNamesTheTeeNotTheQueueBehindIt) {
   EXPECT_NE(warning.find("'t' (through 'queue"), std::string::npos) << warning;
 }
 
+// Another element's slot pool (rg10tobgra keeps one when downstream offers none) numbers its
+// generations from 1 too: its buffers are foreign memory, copied, never sent as our slots (the
+// consumer would take them for ours of the same index).
 TEST_F(Elements, SlotsOfAnotherElementsPoolAreCopiedDespiteTheSameGeneration) {
   GstHarness* other = make_sink("socket-path=" + dir_ + "/other.sock");
   GstBus* other_bus = bus_;
