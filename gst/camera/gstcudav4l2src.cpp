@@ -114,7 +114,7 @@ struct State {
   bool repack = false;                       // stride differs and downstream cannot be told: copy
   GstBufferPool* own_pool = nullptr;         // ours: activated and deactivated by us
   GstBufferPool* downstream_pool = nullptr;  // downstream's (basesrc deactivates it)
-  std::unique_ptr<v4l::CaptureStream> stream;
+  std::unique_ptr<cipc_gst::CaptureStream> stream;
   bool streaming = false;
   bool have_sequence = false;
   guint32 last_sequence = 0;
@@ -566,7 +566,7 @@ static gboolean gst_cuda_v4l2_src_set_caps(GstBaseSrc* bsrc, GstCaps* caps) {
 
 // Our own pool of page-aligned system memory for USERPTR capture.
 static GstBufferPool* make_own_pool(GstCaps* caps, size_t size_image, guint count) {
-  const size_t page = v4l::page_size();
+  const size_t page = cipc_gst::page_size();
   const guint size = static_cast<guint>((size_image + page - 1) / page * page);
   GstBufferPool* pool = gst_buffer_pool_new();
   GstStructure* config = gst_buffer_pool_get_config(pool);
@@ -613,7 +613,7 @@ static bool use_downstream_pool(GstCudaV4l2Src* self, GstBufferPool* pool, GstCa
   GstBuffer* probe = nullptr;
   std::string why = "it has no free buffer";
   bool ok = gst_buffer_pool_acquire_buffer(pool, &probe, &params) == GST_FLOW_OK &&
-            v4l::buffer_suits_userptr(probe, size_image, &why);
+            cipc_gst::buffer_suits_userptr(probe, size_image, &why);
   if (probe) gst_buffer_unref(probe);
   if (!ok) {
     GST_INFO_OBJECT(self, "not capturing into downstream pool %" GST_PTR_FORMAT ": %s", pool,
@@ -674,7 +674,7 @@ static gboolean gst_cuda_v4l2_src_decide_allocation(GstBaseSrc* bsrc, GstQuery* 
           return FALSE;
         }
       }
-      st.stream = v4l::make_userptr_stream(
+      st.stream = cipc_gst::make_userptr_stream(
           device, st.downstream_pool ? st.downstream_pool : st.own_pool, count, size_image);
       GST_OBJECT_LOCK(self);
       st.buffer_count = count;
@@ -710,7 +710,7 @@ static gboolean gst_cuda_v4l2_src_decide_allocation(GstBaseSrc* bsrc, GstQuery* 
     return FALSE;
   }
   clear_allocation_pools(query);
-  st.stream = v4l::make_mmap_stream(device, count);
+  st.stream = cipc_gst::make_mmap_stream(device, count);
   GST_OBJECT_LOCK(self);
   st.buffer_count = count;
   self->priv->stats.io_mode = "mmap";
@@ -859,7 +859,7 @@ static bool start_streaming(GstCudaV4l2Src* self, const std::shared_ptr<v4l::Dev
     error->message = "Cannot allocate capture buffers for device '" + device->path() + "'.";
     return false;
   }
-  st.stream = v4l::make_userptr_stream(device, st.own_pool, count, st.format.size_image);
+  st.stream = cipc_gst::make_userptr_stream(device, st.own_pool, count, st.format.size_image);
   GST_OBJECT_LOCK(self);
   self->priv->stats.downstream_pool = false;
   GST_OBJECT_UNLOCK(self);
