@@ -48,6 +48,7 @@
 #include <string>
 
 #include "camera/cameraenums.h"
+#include "camera/v4l2caps.h"
 #include "camera/v4l2stream.h"
 #include "formats.h"
 #include "v4l2capture.h"
@@ -123,90 +124,6 @@ struct State {
   bool error_posted = false;
   std::atomic<bool> flushing{false};
 };
-
-// ---- Caps -----------------------------------------------------------------------------------
-
-gint clamp_int(uint32_t v) {
-  return v > G_MAXINT ? G_MAXINT : static_cast<gint>(v);
-}
-
-void set_framerates(GstStructure* s, const v4l::FrameRates& rates) {
-  GValue value = G_VALUE_INIT;
-  switch (rates.kind) {
-    case v4l::FrameRates::Kind::kDiscrete:
-      if (rates.discrete.size() == 1) {
-        gst_structure_set(s, "framerate", GST_TYPE_FRACTION, clamp_int(rates.discrete[0].num),
-                          clamp_int(rates.discrete[0].den), nullptr);
-        return;
-      }
-      g_value_init(&value, GST_TYPE_LIST);
-      for (const v4l::Fraction& f : rates.discrete) {
-        GValue item = G_VALUE_INIT;
-        g_value_init(&item, GST_TYPE_FRACTION);
-        gst_value_set_fraction(&item, clamp_int(f.num), clamp_int(f.den));
-        gst_value_list_append_and_take_value(&value, &item);
-      }
-      break;
-    case v4l::FrameRates::Kind::kRange:
-      if (rates.min == rates.max) {
-        gst_structure_set(s, "framerate", GST_TYPE_FRACTION, clamp_int(rates.min.num),
-                          clamp_int(rates.min.den), nullptr);
-        return;
-      }
-      g_value_init(&value, GST_TYPE_FRACTION_RANGE);
-      gst_value_set_fraction_range_full(&value, clamp_int(rates.min.num), clamp_int(rates.min.den),
-                                        clamp_int(rates.max.num), clamp_int(rates.max.den));
-      break;
-    case v4l::FrameRates::Kind::kUnknown:
-      g_value_init(&value, GST_TYPE_FRACTION_RANGE);
-      gst_value_set_fraction_range_full(&value, 0, 1, G_MAXINT, 1);
-      break;
-  }
-  gst_structure_take_value(s, "framerate", &value);
-}
-
-void set_dimension(GstStructure* s, const char* field, uint32_t min, uint32_t max, uint32_t step) {
-  if (min >= max) {
-    gst_structure_set(s, field, G_TYPE_INT, clamp_int(min), nullptr);
-    return;
-  }
-  GValue range = G_VALUE_INIT;
-  g_value_init(&range, GST_TYPE_INT_RANGE);
-  if (step > 1)
-    gst_value_set_int_range_step(&range, clamp_int(min), clamp_int(max), clamp_int(step));
-  else
-    gst_value_set_int_range(&range, clamp_int(min), clamp_int(max));
-  gst_structure_take_value(s, field, &range);
-}
-
-// The device's Bayer modes as caps: its current format first, then in the driver's order.
-GstCaps* caps_from_formats(const std::vector<v4l::FormatDescription>& formats,
-                           uint32_t preferred_fourcc) {
-  GstCaps* caps = gst_caps_new_empty();
-  for (int pass = 0; pass < 2; ++pass) {
-    for (const v4l::FormatDescription& fd : formats) {
-      const cb::BayerFormat* bayer = cb::bayer_format_from_fourcc(fd.fourcc);
-      if (!bayer || (fd.fourcc == preferred_fourcc) != (pass == 0)) continue;
-      for (const v4l::FrameSize& size : fd.sizes) {
-        GstStructure* s =
-            gst_structure_new("video/x-bayer", "format", G_TYPE_STRING, bayer->caps_name, nullptr);
-        set_dimension(s, "width", size.min_width, size.max_width, size.step_width);
-        set_dimension(s, "height", size.min_height, size.max_height, size.step_height);
-        set_framerates(s, size.rates);
-        gst_caps_append_structure(caps, s);
-      }
-    }
-  }
-  return caps;
-}
-
-// Lower is better: the driver's current format, else 10-bit, 12-bit, 8-bit.
-int format_rank(const char* name, uint32_t preferred_fourcc) {
-  const cb::BayerFormat* f = name ? cb::bayer_format_from_caps_name(name) : nullptr;
-  if (!f) return 9;
-  if (f->fourcc == preferred_fourcc) return 0;
-  return f->bits == 10 ? 1 : f->bits == 12 ? 2 : 3;
-}
 
 }  // namespace
 
@@ -391,7 +308,7 @@ static bool open_device(GstCudaV4l2Src* self) {
   v4l::Format current{};
   v4l::Error ignored;
   device->get_format(&current, &ignored);
-  GstCaps* caps = caps_from_formats(formats, current.fourcc);
+  GstCaps* caps = cipc_gst::caps_from_formats(formats, current.fourcc);
   if (gst_caps_is_empty(caps)) {
     std::string offered;
     for (const v4l::FormatDescription& fd : formats)
@@ -482,8 +399,8 @@ static GstCaps* gst_cuda_v4l2_src_get_caps(GstBaseSrc* bsrc, GstCaps* filter) {
 static GstCaps* gst_cuda_v4l2_src_fixate(GstBaseSrc* bsrc, GstCaps* caps) {
   auto* self = GST_CUDA_V4L2_SRC(bsrc);
   const v4l::Format& pref = self->priv->state.preferred;
-  const gint want_w = pref.width ? clamp_int(pref.width) : 1920;
-  const gint want_h = pref.height ? clamp_int(pref.height) : 1080;
+  const gint want_w = pref.width ? cipc_gst::clamp_int(pref.width) : 1920;
+  const gint want_h = pref.height ? cipc_gst::clamp_int(pref.height) : 1080;
 
   guint best = 0;
   gint best_rank = G_MAXINT;
@@ -495,7 +412,7 @@ static GstCaps* gst_cuda_v4l2_src_fixate(GstBaseSrc* bsrc, GstCaps* caps) {
     gint w = 0, h = 0;
     gst_structure_get_int(s, "width", &w);
     gst_structure_get_int(s, "height", &h);
-    const gint rank = format_rank(gst_structure_get_string(s, "format"), pref.fourcc);
+    const gint rank = cipc_gst::format_rank(gst_structure_get_string(s, "format"), pref.fourcc);
     const gint64 area = static_cast<gint64>(w) * h - static_cast<gint64>(want_w) * want_h;
     const guint64 distance = static_cast<guint64>(area < 0 ? -area : area);
     if (rank < best_rank || (rank == best_rank && distance < best_distance)) {
