@@ -48,6 +48,7 @@
 #include <string>
 
 #include "camera/cameraenums.h"
+#include "camera/v4l2caps.h"
 #include "camera/v4l2stream.h"
 #include "formats.h"
 #include "v4l2capture.h"
@@ -114,7 +115,7 @@ struct State {
   bool repack = false;                       // stride differs and downstream cannot be told: copy
   GstBufferPool* own_pool = nullptr;         // ours: activated and deactivated by us
   GstBufferPool* downstream_pool = nullptr;  // downstream's (basesrc deactivates it)
-  std::unique_ptr<v4l::CaptureStream> stream;
+  std::unique_ptr<cipc_gst::CaptureStream> stream;
   bool streaming = false;
   bool have_sequence = false;
   guint32 last_sequence = 0;
@@ -123,90 +124,6 @@ struct State {
   bool error_posted = false;
   std::atomic<bool> flushing{false};
 };
-
-// ---- Caps -----------------------------------------------------------------------------------
-
-gint clamp_int(uint32_t v) {
-  return v > G_MAXINT ? G_MAXINT : static_cast<gint>(v);
-}
-
-void set_framerates(GstStructure* s, const v4l::FrameRates& rates) {
-  GValue value = G_VALUE_INIT;
-  switch (rates.kind) {
-    case v4l::FrameRates::Kind::kDiscrete:
-      if (rates.discrete.size() == 1) {
-        gst_structure_set(s, "framerate", GST_TYPE_FRACTION, clamp_int(rates.discrete[0].num),
-                          clamp_int(rates.discrete[0].den), nullptr);
-        return;
-      }
-      g_value_init(&value, GST_TYPE_LIST);
-      for (const v4l::Fraction& f : rates.discrete) {
-        GValue item = G_VALUE_INIT;
-        g_value_init(&item, GST_TYPE_FRACTION);
-        gst_value_set_fraction(&item, clamp_int(f.num), clamp_int(f.den));
-        gst_value_list_append_and_take_value(&value, &item);
-      }
-      break;
-    case v4l::FrameRates::Kind::kRange:
-      if (rates.min == rates.max) {
-        gst_structure_set(s, "framerate", GST_TYPE_FRACTION, clamp_int(rates.min.num),
-                          clamp_int(rates.min.den), nullptr);
-        return;
-      }
-      g_value_init(&value, GST_TYPE_FRACTION_RANGE);
-      gst_value_set_fraction_range_full(&value, clamp_int(rates.min.num), clamp_int(rates.min.den),
-                                        clamp_int(rates.max.num), clamp_int(rates.max.den));
-      break;
-    case v4l::FrameRates::Kind::kUnknown:
-      g_value_init(&value, GST_TYPE_FRACTION_RANGE);
-      gst_value_set_fraction_range_full(&value, 0, 1, G_MAXINT, 1);
-      break;
-  }
-  gst_structure_take_value(s, "framerate", &value);
-}
-
-void set_dimension(GstStructure* s, const char* field, uint32_t min, uint32_t max, uint32_t step) {
-  if (min >= max) {
-    gst_structure_set(s, field, G_TYPE_INT, clamp_int(min), nullptr);
-    return;
-  }
-  GValue range = G_VALUE_INIT;
-  g_value_init(&range, GST_TYPE_INT_RANGE);
-  if (step > 1)
-    gst_value_set_int_range_step(&range, clamp_int(min), clamp_int(max), clamp_int(step));
-  else
-    gst_value_set_int_range(&range, clamp_int(min), clamp_int(max));
-  gst_structure_take_value(s, field, &range);
-}
-
-// The device's Bayer modes as caps: its current format first, then in the driver's order.
-GstCaps* caps_from_formats(const std::vector<v4l::FormatDescription>& formats,
-                           uint32_t preferred_fourcc) {
-  GstCaps* caps = gst_caps_new_empty();
-  for (int pass = 0; pass < 2; ++pass) {
-    for (const v4l::FormatDescription& fd : formats) {
-      const cb::BayerFormat* bayer = cb::bayer_format_from_fourcc(fd.fourcc);
-      if (!bayer || (fd.fourcc == preferred_fourcc) != (pass == 0)) continue;
-      for (const v4l::FrameSize& size : fd.sizes) {
-        GstStructure* s =
-            gst_structure_new("video/x-bayer", "format", G_TYPE_STRING, bayer->caps_name, nullptr);
-        set_dimension(s, "width", size.min_width, size.max_width, size.step_width);
-        set_dimension(s, "height", size.min_height, size.max_height, size.step_height);
-        set_framerates(s, size.rates);
-        gst_caps_append_structure(caps, s);
-      }
-    }
-  }
-  return caps;
-}
-
-// Lower is better: the driver's current format, else 10-bit, 12-bit, 8-bit.
-int format_rank(const char* name, uint32_t preferred_fourcc) {
-  const cb::BayerFormat* f = name ? cb::bayer_format_from_caps_name(name) : nullptr;
-  if (!f) return 9;
-  if (f->fourcc == preferred_fourcc) return 0;
-  return f->bits == 10 ? 1 : f->bits == 12 ? 2 : 3;
-}
 
 }  // namespace
 
@@ -391,7 +308,7 @@ static bool open_device(GstCudaV4l2Src* self) {
   v4l::Format current{};
   v4l::Error ignored;
   device->get_format(&current, &ignored);
-  GstCaps* caps = caps_from_formats(formats, current.fourcc);
+  GstCaps* caps = cipc_gst::caps_from_formats(formats, current.fourcc);
   if (gst_caps_is_empty(caps)) {
     std::string offered;
     for (const v4l::FormatDescription& fd : formats)
@@ -482,8 +399,8 @@ static GstCaps* gst_cuda_v4l2_src_get_caps(GstBaseSrc* bsrc, GstCaps* filter) {
 static GstCaps* gst_cuda_v4l2_src_fixate(GstBaseSrc* bsrc, GstCaps* caps) {
   auto* self = GST_CUDA_V4L2_SRC(bsrc);
   const v4l::Format& pref = self->priv->state.preferred;
-  const gint want_w = pref.width ? clamp_int(pref.width) : 1920;
-  const gint want_h = pref.height ? clamp_int(pref.height) : 1080;
+  const gint want_w = pref.width ? cipc_gst::clamp_int(pref.width) : 1920;
+  const gint want_h = pref.height ? cipc_gst::clamp_int(pref.height) : 1080;
 
   guint best = 0;
   gint best_rank = G_MAXINT;
@@ -495,7 +412,7 @@ static GstCaps* gst_cuda_v4l2_src_fixate(GstBaseSrc* bsrc, GstCaps* caps) {
     gint w = 0, h = 0;
     gst_structure_get_int(s, "width", &w);
     gst_structure_get_int(s, "height", &h);
-    const gint rank = format_rank(gst_structure_get_string(s, "format"), pref.fourcc);
+    const gint rank = cipc_gst::format_rank(gst_structure_get_string(s, "format"), pref.fourcc);
     const gint64 area = static_cast<gint64>(w) * h - static_cast<gint64>(want_w) * want_h;
     const guint64 distance = static_cast<guint64>(area < 0 ? -area : area);
     if (rank < best_rank || (rank == best_rank && distance < best_distance)) {
@@ -566,7 +483,7 @@ static gboolean gst_cuda_v4l2_src_set_caps(GstBaseSrc* bsrc, GstCaps* caps) {
 
 // Our own pool of page-aligned system memory for USERPTR capture.
 static GstBufferPool* make_own_pool(GstCaps* caps, size_t size_image, guint count) {
-  const size_t page = v4l::page_size();
+  const size_t page = cipc_gst::page_size();
   const guint size = static_cast<guint>((size_image + page - 1) / page * page);
   GstBufferPool* pool = gst_buffer_pool_new();
   GstStructure* config = gst_buffer_pool_get_config(pool);
@@ -582,6 +499,23 @@ static GstBufferPool* make_own_pool(GstCaps* caps, size_t size_image, guint coun
     return nullptr;
   }
   return pool;
+}
+
+// USERPTR capture into our own pool (st.own_pool) for `count` granted driver buffers. Both
+// callers end up here: decide_allocation when downstream's pool does not suit, and
+// start_streaming when the driver refused downstream's memory. False with `error` (kNoMemory)
+// when the pool cannot be made.
+static bool capture_into_own_pool(GstCudaV4l2Src* self, const std::shared_ptr<v4l::Device>& device,
+                                  GstCaps* caps, guint count, v4l::Error* error) {
+  State& st = self->priv->state;
+  st.own_pool = make_own_pool(caps, st.format.size_image, count);
+  if (!st.own_pool) {
+    error->kind = v4l::ErrorKind::kNoMemory;
+    error->message = "Cannot allocate capture buffers for device '" + device->path() + "'.";
+    return false;
+  }
+  st.stream = cipc_gst::make_userptr_stream(device, st.own_pool, count, st.format.size_image);
+  return true;
 }
 
 // Configures and activates downstream's pool for USERPTR capture; false (pool left inactive)
@@ -613,7 +547,7 @@ static bool use_downstream_pool(GstCudaV4l2Src* self, GstBufferPool* pool, GstCa
   GstBuffer* probe = nullptr;
   std::string why = "it has no free buffer";
   bool ok = gst_buffer_pool_acquire_buffer(pool, &probe, &params) == GST_FLOW_OK &&
-            v4l::buffer_suits_userptr(probe, size_image, &why);
+            cipc_gst::buffer_suits_userptr(probe, size_image, &why);
   if (probe) gst_buffer_unref(probe);
   if (!ok) {
     GST_INFO_OBJECT(self, "not capturing into downstream pool %" GST_PTR_FORMAT ": %s", pool,
@@ -628,6 +562,79 @@ static void clear_allocation_pools(GstQuery* query) {
     gst_query_remove_nth_allocation_pool(query, 0);
 }
 
+// Downstream's first pool, if it suits USERPTR capture of `count` buffers: then the only pool
+// left in the query, and a reference for the caller. nullptr otherwise.
+static GstBufferPool* take_downstream_pool(GstCudaV4l2Src* self, GstQuery* query, GstCaps* caps,
+                                           guint count) {
+  if (gst_query_get_n_allocation_pools(query) == 0) return nullptr;
+  GstBufferPool* pool = nullptr;
+  guint size = 0, min = 0, max = 0;
+  gst_query_parse_nth_allocation_pool(query, 0, &pool, &size, &min, &max);
+  if (!pool) return nullptr;
+  const size_t size_image = self->priv->state.format.size_image;
+  if (!use_downstream_pool(self, pool, caps, size_image, count, &size, &min, &max)) {
+    gst_object_unref(pool);
+    return nullptr;
+  }
+  gst_query_set_nth_allocation_pool(query, 0, pool, size, min, max);
+  while (gst_query_get_n_allocation_pools(query) > 1)
+    gst_query_remove_nth_allocation_pool(query, 1);
+  return pool;  // the parse's reference
+}
+
+// USERPTR capture with `count` driver buffers granted: into downstream's pool when it suits
+// (and no repacking copy is needed anyway), else into our own.
+static gboolean capture_userptr(GstCudaV4l2Src* self, const std::shared_ptr<v4l::Device>& device,
+                                GstQuery* query, guint count) {
+  State& st = self->priv->state;
+  GstCaps* caps = nullptr;
+  gst_query_parse_allocation(query, &caps, nullptr);
+  if (!st.repack) st.downstream_pool = take_downstream_pool(self, query, caps, count);
+  if (st.downstream_pool) {
+    st.stream =
+        cipc_gst::make_userptr_stream(device, st.downstream_pool, count, st.format.size_image);
+  } else {
+    clear_allocation_pools(query);
+    v4l::Error error;
+    if (!capture_into_own_pool(self, device, caps, count, &error)) {
+      post_error(self, error);
+      return FALSE;
+    }
+  }
+  GST_OBJECT_LOCK(self);
+  st.buffer_count = count;
+  self->priv->stats.io_mode = "userptr";
+  self->priv->stats.downstream_pool = st.downstream_pool != nullptr;
+  GST_OBJECT_UNLOCK(self);
+  GST_INFO_OBJECT(self, "USERPTR capture into %s pool, %u driver buffers, %s",
+                  st.downstream_pool ? "downstream's" : "our own", count,
+                  st.repack            ? "repacking rows (copy)"
+                  : st.downstream_meta ? "with GstVideoMeta"
+                                       : "no meta needed");
+  return TRUE;
+}
+
+// MMAP capture: the driver's own buffers, wrapped; no pool in the query.
+static gboolean capture_mmap(GstCudaV4l2Src* self, const std::shared_ptr<v4l::Device>& device,
+                             GstQuery* query, guint wanted) {
+  State& st = self->priv->state;
+  guint count = wanted;
+  v4l::Error error;
+  if (!device->request_buffers(v4l::Memory::kMmap, &count, &error)) {
+    post_error(self, error);
+    return FALSE;
+  }
+  clear_allocation_pools(query);
+  st.stream = cipc_gst::make_mmap_stream(device, count);
+  GST_OBJECT_LOCK(self);
+  st.buffer_count = count;
+  self->priv->stats.io_mode = "mmap";
+  self->priv->stats.downstream_pool = false;
+  GST_OBJECT_UNLOCK(self);
+  GST_INFO_OBJECT(self, "MMAP capture, %u driver buffers", count);
+  return TRUE;
+}
+
 // Sets up the driver's buffer queue: USERPTR into downstream's pool or ours, or MMAP. Only the
 // pool we capture into is left in the query (basesrc then activates and deactivates it).
 static gboolean gst_cuda_v4l2_src_decide_allocation(GstBaseSrc* bsrc, GstQuery* query) {
@@ -638,86 +645,30 @@ static gboolean gst_cuda_v4l2_src_decide_allocation(GstBaseSrc* bsrc, GstQuery* 
   if (!device || !st.bayer) return FALSE;
   stop_stream(self);
 
-  GstCaps* caps = nullptr;
-  gst_query_parse_allocation(query, &caps, nullptr);
   st.downstream_meta = gst_query_find_allocation_meta(query, GST_VIDEO_META_API_TYPE, nullptr);
   st.repack = cb::stride_needs_video_meta(*st.bayer, st.format.width, st.format.bytes_per_line) &&
               !st.downstream_meta;
-  const size_t size_image = st.format.size_image;
-  v4l::Error error;
-
-  bool use_mmap = s.io_mode == GST_CIPC_V4L2_IO_MMAP;
-  if (!use_mmap) {
-    guint count = s.driver_buffers;
-    if (device->request_buffers(v4l::Memory::kUserptr, &count, &error)) {
-      GstBufferPool* pool = nullptr;
-      guint size = 0, min = 0, max = 0;
-      if (!st.repack && gst_query_get_n_allocation_pools(query) > 0) {
-        gst_query_parse_nth_allocation_pool(query, 0, &pool, &size, &min, &max);
-        if (pool && use_downstream_pool(self, pool, caps, size_image, count, &size, &min, &max)) {
-          gst_query_set_nth_allocation_pool(query, 0, pool, size, min, max);
-          while (gst_query_get_n_allocation_pools(query) > 1)
-            gst_query_remove_nth_allocation_pool(query, 1);
-          st.downstream_pool = pool;  // takes the parse's reference
-        } else if (pool) {
-          gst_object_unref(pool);
-        }
-      }
-      if (!st.downstream_pool) {
-        clear_allocation_pools(query);
-        st.own_pool = make_own_pool(caps, size_image, count);
-        if (!st.own_pool) {
-          v4l::Error e;
-          e.kind = v4l::ErrorKind::kNoMemory;
-          e.message = "Cannot allocate capture buffers for device '" + device->path() + "'.";
-          post_error(self, e);
-          return FALSE;
-        }
-      }
-      st.stream = v4l::make_userptr_stream(
-          device, st.downstream_pool ? st.downstream_pool : st.own_pool, count, size_image);
-      GST_OBJECT_LOCK(self);
-      st.buffer_count = count;
-      self->priv->stats.io_mode = "userptr";
-      self->priv->stats.downstream_pool = st.downstream_pool != nullptr;
-      GST_OBJECT_UNLOCK(self);
-      GST_INFO_OBJECT(self, "USERPTR capture into %s pool, %u driver buffers, %s",
-                      st.downstream_pool ? "downstream's" : "our own", count,
-                      st.repack            ? "repacking rows (copy)"
-                      : st.downstream_meta ? "with GstVideoMeta"
-                                           : "no meta needed");
-      return TRUE;
-    }
-    if (error.kind != v4l::ErrorKind::kUnsupported || s.io_mode != GST_CIPC_V4L2_IO_AUTO) {
-      post_error(self, error);
-      return FALSE;
-    }
-    if (!st.warned_fallback) {
-      st.warned_fallback = true;
-      GST_ELEMENT_WARNING(self, RESOURCE, SETTINGS,
-                          ("Device '%s' does not accept user-pointer buffers; capturing into its "
-                           "own (MMAP) buffers instead, so frames cannot land in downstream's "
-                           "memory.",
-                           device->path().c_str()),
-                          ("%s", error.detail.c_str()));
-    }
-    use_mmap = true;
-  }
+  if (s.io_mode == GST_CIPC_V4L2_IO_MMAP)
+    return capture_mmap(self, device, query, s.driver_buffers);
 
   guint count = s.driver_buffers;
-  if (!device->request_buffers(v4l::Memory::kMmap, &count, &error)) {
+  v4l::Error error;
+  if (device->request_buffers(v4l::Memory::kUserptr, &count, &error))
+    return capture_userptr(self, device, query, count);
+  if (error.kind != v4l::ErrorKind::kUnsupported || s.io_mode != GST_CIPC_V4L2_IO_AUTO) {
     post_error(self, error);
     return FALSE;
   }
-  clear_allocation_pools(query);
-  st.stream = v4l::make_mmap_stream(device, count);
-  GST_OBJECT_LOCK(self);
-  st.buffer_count = count;
-  self->priv->stats.io_mode = "mmap";
-  self->priv->stats.downstream_pool = false;
-  GST_OBJECT_UNLOCK(self);
-  GST_INFO_OBJECT(self, "MMAP capture, %u driver buffers", count);
-  return TRUE;
+  if (!st.warned_fallback) {
+    st.warned_fallback = true;
+    GST_ELEMENT_WARNING(self, RESOURCE, SETTINGS,
+                        ("Device '%s' does not accept user-pointer buffers; capturing into its "
+                         "own (MMAP) buffers instead, so frames cannot land in downstream's "
+                         "memory.",
+                         device->path().c_str()),
+                        ("%s", error.detail.c_str()));
+  }
+  return capture_mmap(self, device, query, s.driver_buffers);
 }
 
 static gboolean gst_cuda_v4l2_src_negotiate(GstBaseSrc* bsrc) {
@@ -831,14 +782,14 @@ static GstBuffer* repacked(const State& st, GstBuffer* buffer) {
   return out;
 }
 
+// Starts capturing on the first create(). If the driver refuses downstream's memory (e.g. it
+// cannot be pinned for DMA), captures into our own buffers instead, with a warning.
 static bool start_streaming(GstCudaV4l2Src* self, const std::shared_ptr<v4l::Device>& device,
                             v4l::Error* error) {
   State& st = self->priv->state;
   if (st.stream->start(error)) return true;
   // Only a refused buffer says anything about downstream's memory.
   if (!st.downstream_pool || error->kind != v4l::ErrorKind::kFailed) return false;
-  // The driver refused downstream's memory (e.g. it cannot be pinned for DMA): capture into
-  // our own buffers instead.
   GST_ELEMENT_WARNING(self, RESOURCE, SETTINGS,
                       ("Device '%s' cannot write into downstream's buffers; capturing into its "
                        "own page-aligned buffers instead.",
@@ -848,51 +799,32 @@ static bool start_streaming(GstCudaV4l2Src* self, const std::shared_ptr<v4l::Dev
   GstCaps* caps = gst_pad_get_current_caps(GST_BASE_SRC_PAD(self));
   stop_stream(self);
   guint count = wanted;
-  if (!device->request_buffers(v4l::Memory::kUserptr, &count, error)) {
-    if (caps) gst_caps_unref(caps);
-    return false;
-  }
-  st.own_pool = make_own_pool(caps, st.format.size_image, count);
+  bool ok = device->request_buffers(v4l::Memory::kUserptr, &count, error) &&
+            capture_into_own_pool(self, device, caps, count, error);
   if (caps) gst_caps_unref(caps);
-  if (!st.own_pool) {
-    error->kind = v4l::ErrorKind::kNoMemory;
-    error->message = "Cannot allocate capture buffers for device '" + device->path() + "'.";
-    return false;
-  }
-  st.stream = v4l::make_userptr_stream(device, st.own_pool, count, st.format.size_image);
+  if (!ok) return false;
   GST_OBJECT_LOCK(self);
   self->priv->stats.downstream_pool = false;
   GST_OBJECT_UNLOCK(self);
   return st.stream->start(error);
 }
 
-static GstFlowReturn gst_cuda_v4l2_src_create(GstPushSrc* psrc, GstBuffer** out) {
-  auto* self = GST_CUDA_V4L2_SRC(psrc);
+// How long to wait for a frame: frame-timeout, but never less than three frame times (a slow
+// rate is not a dead sensor); -1 (frame-timeout=0) waits forever.
+static int frame_timeout(const State& st, guint frame_timeout_ms) {
+  if (frame_timeout_ms == 0) return -1;
+  const guint64 frames_ms = st.rate.num ? 3ull * 1000 * st.rate.den / st.rate.num : 0;
+  return static_cast<int>(
+      std::min<guint64>(std::max<guint64>(frame_timeout_ms, frames_ms), MAX_FRAME_TIMEOUT_MS));
+}
+
+// The driver's next frame, in `*buffer`: gives the driver every buffer downstream has returned,
+// waits up to `timeout_ms` and dequeues. Anything but GST_FLOW_OK (an error is posted first, a
+// flush is not) ends create().
+static GstFlowReturn wait_for_buffer(GstCudaV4l2Src* self, v4l::Device& device, int timeout_ms,
+                                     size_t frame_bytes, v4l::Frame* frame, GstBuffer** buffer) {
   State& st = self->priv->state;
-  std::shared_ptr<v4l::Device> device = current_device(self);
-  if (!device || !st.stream) return GST_FLOW_NOT_NEGOTIATED;
-  const Settings s = snapshot_settings(self);
   v4l::Error error;
-
-  if (!st.streaming) {
-    if (!start_streaming(self, device, &error)) {
-      post_error(self, error);
-      return GST_FLOW_ERROR;
-    }
-    st.streaming = true;
-  }
-
-  // Never give up on a frame sooner than three frame times.
-  int timeout_ms = -1;
-  if (s.frame_timeout_ms > 0) {
-    const guint64 frames_ms = st.rate.num ? 3ull * 1000 * st.rate.den / st.rate.num : 0;
-    timeout_ms = static_cast<int>(
-        std::min<guint64>(std::max<guint64>(s.frame_timeout_ms, frames_ms), MAX_FRAME_TIMEOUT_MS));
-  }
-  const size_t frame_bytes = static_cast<size_t>(st.format.bytes_per_line) * st.format.height;
-
-  v4l::Frame frame;
-  GstBuffer* buffer = nullptr;
   for (;;) {
     if (st.flushing) return GST_FLOW_FLUSHING;
     bool pool_flushing = false;
@@ -903,41 +835,53 @@ static GstFlowReturn gst_cuda_v4l2_src_create(GstPushSrc* psrc, GstBuffer** out)
     if (pool_flushing) return GST_FLOW_FLUSHING;
     // With every buffer downstream there is nothing to time out on: wait for one to return.
     const bool starved = st.stream->queued() == 0;
-    switch (device->wait_for_frame(starved ? STARVED_POLL_MS : timeout_ms, &error)) {
+    switch (device.wait_for_frame(starved ? STARVED_POLL_MS : timeout_ms, &error)) {
       case v4l::WaitResult::kInterrupted: return GST_FLOW_FLUSHING;
       case v4l::WaitResult::kError: post_error(self, error); return GST_FLOW_ERROR;
       case v4l::WaitResult::kTimeout:
         if (starved) continue;
         error.kind = v4l::ErrorKind::kTimeout;
-        error.message = "Device '" + device->path() + "' delivered no frame for " +
+        error.message = "Device '" + device.path() + "' delivered no frame for " +
                         std::to_string(timeout_ms) + " ms.";
         error.detail = "frame-timeout expired; the sensor may be stopped or unplugged";
         post_error(self, error);
         return GST_FLOW_ERROR;
       case v4l::WaitResult::kReady: break;
     }
-    if (st.stream->dequeue(frame_bytes, &frame, &buffer, &error)) break;
+    if (st.stream->dequeue(frame_bytes, frame, buffer, &error)) return GST_FLOW_OK;
+    // Nothing was ready after all (no error): wait again.
     if (error) {
       post_error(self, error);
       return GST_FLOW_ERROR;
     }
   }
+}
 
-  // Drops: gaps in the driver's sequence numbers (modulo 2^32; a jump back is a restart).
-  guint64 dropped = 0;
+// What stamp_buffer() found out about a frame, for the stats and the log.
+struct FrameMarks {
+  guint64 dropped = 0;  // frames the driver's sequence numbers skipped before this one
+  bool corrupted = false;
+};
+
+// Timestamps, offsets and flags of the frame onto `buffer`. Drops are gaps in the driver's
+// sequence numbers (modulo 2^32; a jump back is a restart, not 4 billion drops).
+static FrameMarks stamp_buffer(GstCudaV4l2Src* self, const v4l::Frame& frame, size_t frame_bytes,
+                               GstBuffer* buffer) {
+  State& st = self->priv->state;
+  FrameMarks marks;
   bool discont = !st.have_sequence;
   if (st.have_sequence) {
     const guint32 gap = frame.sequence - st.last_sequence - 1u;
     if (gap != 0) {
       discont = true;
-      if (gap < 0x80000000u) dropped = gap;
+      if (gap < 0x80000000u) marks.dropped = gap;
     }
   }
   st.have_sequence = true;
   st.last_sequence = frame.sequence;
 
   const bool short_frame = frame.bytes_used != 0 && frame.bytes_used < frame_bytes;
-  const bool corrupted = frame.error_flag() || short_frame;
+  marks.corrupted = frame.error_flag() || short_frame;
   GST_BUFFER_PTS(buffer) = running_time_of(self, frame);
   GST_BUFFER_DTS(buffer) = GST_CLOCK_TIME_NONE;
   const uint64_t duration = v4l::frame_duration_ns(st.rate);
@@ -945,47 +889,85 @@ static GstFlowReturn gst_cuda_v4l2_src_create(GstPushSrc* psrc, GstBuffer** out)
   GST_BUFFER_OFFSET(buffer) = frame.sequence;
   GST_BUFFER_OFFSET_END(buffer) = static_cast<guint64>(frame.sequence) + 1;
   if (discont) GST_BUFFER_FLAG_SET(buffer, GST_BUFFER_FLAG_DISCONT);
-  if (corrupted) GST_BUFFER_FLAG_SET(buffer, GST_BUFFER_FLAG_CORRUPTED);
+  if (marks.corrupted) GST_BUFFER_FLAG_SET(buffer, GST_BUFFER_FLAG_CORRUPTED);
+  return marks;
+}
 
-  bool copied = false;
-  if (st.repack) {
-    GstBuffer* packed = repacked(st, buffer);
-    gst_buffer_unref(buffer);  // back to the pool / the driver
-    if (!packed) {
-      v4l::Error e;
-      e.kind = v4l::ErrorKind::kNoMemory;
-      e.message =
-          "Cannot allocate a buffer to repack a frame from device '" + device->path() + "'.";
-      post_error(self, e);
+// Tells downstream the driver's row stride: a GstVideoMeta with bytesperline (a pool's buffer
+// may carry one already: its stride is corrected), the sample container as its format.
+static void set_stride_meta(const State& st, GstBuffer* buffer) {
+  gsize offsets[GST_VIDEO_MAX_PLANES] = {0};
+  gint strides[GST_VIDEO_MAX_PLANES] = {static_cast<gint>(st.format.bytes_per_line)};
+  GstVideoMeta* meta = gst_buffer_get_video_meta(buffer);
+  if (meta) {
+    meta->stride[0] = strides[0];
+    meta->offset[0] = 0;
+    return;
+  }
+  gst_buffer_add_video_meta_full(
+      buffer, GST_VIDEO_FRAME_FLAG_NONE,
+      st.bayer->bytes_per_sample == 1 ? GST_VIDEO_FORMAT_GRAY8 : GST_VIDEO_FORMAT_GRAY16_LE,
+      st.format.width, st.format.height, 1, offsets, strides);
+}
+
+// The frame as downstream can read it: repacked rows (a counted copy, `*copied`) for a downstream
+// that cannot be told the stride, else the buffer itself with the stride in a GstVideoMeta if
+// downstream reads one. nullptr (error posted, `buffer` given back) if the copy had no memory.
+static GstBuffer* lay_out(GstCudaV4l2Src* self, const v4l::Device& device, GstBuffer* buffer,
+                          bool* copied) {
+  const State& st = self->priv->state;
+  *copied = false;
+  if (st.downstream_meta && !st.repack) set_stride_meta(st, buffer);
+  if (!st.repack) return buffer;
+  GstBuffer* packed = repacked(st, buffer);
+  gst_buffer_unref(buffer);  // back to the pool / the driver
+  if (!packed) {
+    v4l::Error e;
+    e.kind = v4l::ErrorKind::kNoMemory;
+    e.message = "Cannot allocate a buffer to repack a frame from device '" + device.path() + "'.";
+    post_error(self, e);
+    return nullptr;
+  }
+  *copied = true;
+  return packed;
+}
+
+static GstFlowReturn gst_cuda_v4l2_src_create(GstPushSrc* psrc, GstBuffer** out) {
+  auto* self = GST_CUDA_V4L2_SRC(psrc);
+  State& st = self->priv->state;
+  std::shared_ptr<v4l::Device> device = current_device(self);
+  if (!device || !st.stream) return GST_FLOW_NOT_NEGOTIATED;
+  const Settings s = snapshot_settings(self);
+  if (!st.streaming) {
+    v4l::Error error;
+    if (!start_streaming(self, device, &error)) {
+      post_error(self, error);
       return GST_FLOW_ERROR;
     }
-    buffer = packed;
-    copied = true;
-  } else if (st.downstream_meta) {
-    gsize offsets[GST_VIDEO_MAX_PLANES] = {0};
-    gint strides[GST_VIDEO_MAX_PLANES] = {static_cast<gint>(st.format.bytes_per_line)};
-    GstVideoMeta* meta = gst_buffer_get_video_meta(buffer);
-    if (meta) {
-      meta->stride[0] = strides[0];
-      meta->offset[0] = 0;
-    } else {
-      gst_buffer_add_video_meta_full(
-          buffer, GST_VIDEO_FRAME_FLAG_NONE,
-          st.bayer->bytes_per_sample == 1 ? GST_VIDEO_FORMAT_GRAY8 : GST_VIDEO_FORMAT_GRAY16_LE,
-          st.format.width, st.format.height, 1, offsets, strides);
-    }
+    st.streaming = true;
   }
+
+  const size_t frame_bytes = static_cast<size_t>(st.format.bytes_per_line) * st.format.height;
+  v4l::Frame frame;
+  GstBuffer* buffer = nullptr;
+  const GstFlowReturn ret = wait_for_buffer(self, *device, frame_timeout(st, s.frame_timeout_ms),
+                                            frame_bytes, &frame, &buffer);
+  if (ret != GST_FLOW_OK) return ret;
+  const FrameMarks marks = stamp_buffer(self, frame, frame_bytes, buffer);
+  bool copied = false;
+  buffer = lay_out(self, *device, buffer, &copied);
+  if (!buffer) return GST_FLOW_ERROR;
 
   GST_OBJECT_LOCK(self);
   Stats& stats = self->priv->stats;
   ++stats.frames;
-  stats.drops += dropped;
-  if (corrupted) ++stats.corrupted;
+  stats.drops += marks.dropped;
+  if (marks.corrupted) ++stats.corrupted;
   if (copied) ++stats.copies;
   GST_OBJECT_UNLOCK(self);
   GST_LOG_OBJECT(self, "frame %u (buffer %u, %u bytes)%s%s pts %" GST_TIME_FORMAT, frame.sequence,
-                 frame.index, frame.bytes_used, dropped ? " after a gap" : "",
-                 corrupted ? " CORRUPTED" : "", GST_TIME_ARGS(GST_BUFFER_PTS(buffer)));
+                 frame.index, frame.bytes_used, marks.dropped ? " after a gap" : "",
+                 marks.corrupted ? " CORRUPTED" : "", GST_TIME_ARGS(GST_BUFFER_PTS(buffer)));
   *out = buffer;
   return GST_FLOW_OK;
 }

@@ -51,6 +51,7 @@
 
 #include "camera/bayercaps.h"
 #include "camera/cameraenums.h"
+#include "camera/debayerinput.h"
 #include "common/cudaplanecopy.h"
 #include "common/gstcudainterop.h"
 #include "cuda_slots.h"
@@ -61,7 +62,6 @@
 #include "memory/pinnedmemory.h"
 #include "memory/slotmemory.h"
 #include "memory/slotpool.h"
-#include "release_worker.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_rg10_to_bgra_debug);
 #define GST_CAT_DEFAULT gst_rg10_to_bgra_debug
@@ -138,34 +138,21 @@ struct State {
   bool cuda_output = false;             // memory:CUDAIPCMemory downstream
   GstBufferPool* input_pool = nullptr;  // offered upstream: pinned, CUDA-mapped
   GstCaps* input_pool_caps = nullptr;
-  // Staging, allocated on first use: foreign input, and output before a download.
-  cipc_cuda::DeviceBuffer input_staging;
+  // How each frame reaches the kernel: in place, uploaded or copied (its counters are the
+  // stats' input part).
+  cipc_gst::DebayerInput input;
+  // Output before a download into system memory, allocated on first use.
   cipc_cuda::DeviceBuffer output_staging;
-  // Pinned input uploaded by a copy engine (input-mode), created on the first upload.
-  cipc_cuda::InputUploader uploader;
-  // input-mode=auto: both paths timed for this frame size (0 x 0: not yet).
-  gint timed_width = 0, timed_height = 0;
-  cipc_cuda::InputPathTimes input_times;
 };
 
+// The stats besides the input's (State::input).
 struct Counters {
   std::atomic<guint64> frames{0};
-  std::atomic<guint64> input_copies{0};
-  std::atomic<guint64> input_uploads{0};
   std::atomic<guint64> downloads{0};
-  // How the last pinned frame was read (-1: none yet) and what auto measured (0: not measured).
-  std::atomic<int> input_path{-1};
-  std::atomic<double> in_place_us{0};
-  std::atomic<double> upload_us{0};
 
   void reset() {
     frames = 0;
-    input_copies = 0;
-    input_uploads = 0;
     downloads = 0;
-    input_path = -1;
-    in_place_us = 0;
-    upload_us = 0;
   }
 };
 
@@ -190,17 +177,6 @@ cipc_cuda::DebayerParams debayer_params(const Settings& s, cipc_bayer::CfaOrder 
   p.precision = s.precision == GST_CIPC_PRECISION_EXACT ? cipc_cuda::Precision::kExact
                                                         : cipc_cuda::Precision::kFast;
   return p;
-}
-
-void* as_ptr(cipc_cuda::DevicePtr p) {
-  return reinterpret_cast<void*>(static_cast<uintptr_t>(p));
-}
-
-// Grows `buffer` to at least `size` bytes on `device`.
-cipc_cuda::Status ensure_staging(cipc_cuda::DeviceBuffer& buffer, int device, size_t size) {
-  if (buffer.ptr() && buffer.size() >= size) return cipc_cuda::Status::ok();
-  buffer = cipc_cuda::DeviceBuffer();
-  return cipc_cuda::DeviceBuffer::create(device, size, &buffer);
 }
 
 }  // namespace
@@ -252,17 +228,18 @@ static GstStructure* make_stats(GstRg10ToBgra* self) {
                                    ? self->priv->state.debayer.last_gains()
                                    : cipc_cuda::WbGains{};
   const Counters& c = self->priv->counters;
-  const int path = c.input_path.load();
+  const cipc_gst::DebayerInputCounters& in = self->priv->state.input.counters();
+  const int path = in.path.load();
   const char* path_name =
       path < 0 ? "none" : cipc_cuda::input_path_name(static_cast<cipc_cuda::InputPath>(path));
-  return gst_structure_new(
-      "rg10tobgra-stats", "frames", G_TYPE_UINT64, c.frames.load(), "input-copies", G_TYPE_UINT64,
-      c.input_copies.load(), "input-uploads", G_TYPE_UINT64, c.input_uploads.load(), "input-path",
-      G_TYPE_STRING, path_name, "in-place-us", G_TYPE_DOUBLE, c.in_place_us.load(), "upload-us",
-      G_TYPE_DOUBLE, c.upload_us.load(), "downloads", G_TYPE_UINT64, c.downloads.load(), "wb-red",
-      G_TYPE_DOUBLE, static_cast<gdouble>(g.red), "wb-green", G_TYPE_DOUBLE,
-      static_cast<gdouble>(g.green), "wb-blue", G_TYPE_DOUBLE, static_cast<gdouble>(g.blue),
-      nullptr);
+  return gst_structure_new("rg10tobgra-stats", "frames", G_TYPE_UINT64, c.frames.load(),
+                           "input-copies", G_TYPE_UINT64, in.copies.load(), "input-uploads",
+                           G_TYPE_UINT64, in.uploads.load(), "input-path", G_TYPE_STRING, path_name,
+                           "in-place-us", G_TYPE_DOUBLE, in.in_place_us.load(), "upload-us",
+                           G_TYPE_DOUBLE, in.upload_us.load(), "downloads", G_TYPE_UINT64,
+                           c.downloads.load(), "wb-red", G_TYPE_DOUBLE, static_cast<gdouble>(g.red),
+                           "wb-green", G_TYPE_DOUBLE, static_cast<gdouble>(g.green), "wb-blue",
+                           G_TYPE_DOUBLE, static_cast<gdouble>(g.blue), nullptr);
 }
 
 static void gst_rg10_to_bgra_set_property(GObject* object, guint prop_id, const GValue* value,
@@ -377,13 +354,9 @@ static gboolean cuda_failure(GstRg10ToBgra* self, const char* what, const cipc_c
 // The one cleanup path, for stop() and for a start() that failed half-way.
 static void teardown(State& st) {
   if (st.stream.handle()) (void)st.stream.synchronize();  // nothing may still use what goes
-  if (st.uploader.valid()) (void)cipc_cuda::synchronize_stream(st.uploader.copy_stream());
+  st.input.stop();
   drop_input_pool(st);
-  st.input_staging = cipc_cuda::DeviceBuffer();
   st.output_staging = cipc_cuda::DeviceBuffer();
-  st.uploader = cipc_cuda::InputUploader();
-  st.timed_width = st.timed_height = 0;
-  st.input_times = cipc_cuda::InputPathTimes{};
   st.debayer = cipc_cuda::GpuDebayer();
   st.stream = cipc_cuda::Stream();
   st.configured = false;
@@ -411,6 +384,7 @@ static gboolean gst_rg10_to_bgra_start(GstBaseTransform* trans) {
     teardown(st);
     return cuda_failure(self, "Could not set up the GPU debayer.", status);
   }
+  st.input.start(st.device, st.stream.handle());
   self->priv->counters.reset();
   GST_INFO_OBJECT(self, "debayering on CUDA device %d (%s)", st.device, info.name.c_str());
   return TRUE;
@@ -557,127 +531,87 @@ static gboolean gst_rg10_to_bgra_decide_allocation(GstBaseTransform* trans, GstQ
   return ok;
 }
 
-// How a frame in our pinned pool reaches the kernel: as input-mode says, or with auto what was
-// measured for this frame size (measured now if not yet: a few milliseconds, once).
-static cipc_cuda::InputPath pinned_input_path(GstRg10ToBgra* self, GstCipcInputMode mode,
-                                              const cipc_cuda::DebayerParams& params, gint width,
-                                              gint height) {
-  if (mode == GST_CIPC_INPUT_IN_PLACE) return cipc_cuda::InputPath::kInPlace;
-  if (mode == GST_CIPC_INPUT_UPLOAD) return cipc_cuda::InputPath::kUpload;
-  State& st = self->priv->state;
-  if (st.timed_width != width || st.timed_height != height) {
-    st.timed_width = width;
-    st.timed_height = height;
-    const cipc_cuda::Status status =
-        cipc_cuda::measure_input_paths(st.device, params, width, height, &st.input_times);
-    if (!status) {
-      GST_WARNING_OBJECT(self, "could not time the input paths, reading in place: %s",
-                         status.message().c_str());
-      st.input_times = cipc_cuda::InputPathTimes{};
-    }
-    GST_INFO_OBJECT(self, "%dx%d pinned input: in place %.1f us, upload + kernel %.1f us: %s",
-                    width, height, st.input_times.in_place_us, st.input_times.upload_us,
-                    cipc_cuda::input_path_name(st.input_times.faster()));
-    self->priv->counters.in_place_us = st.input_times.in_place_us;
-    self->priv->counters.upload_us = st.input_times.upload_us;
-  }
-  return st.input_times.faster();
+static GstFlowReturn debayer_failed(GstRg10ToBgra* self, const cipc_cuda::Status& status) {
+  cuda_failure(self, "Could not debayer a frame on the GPU.", status);
+  return GST_FLOW_ERROR;
 }
 
-// Where the kernel reads the frame, and what must happen around the kernel.
-struct InputPlacement {
-  cipc_cuda::DevicePtr ptr = 0;
-  size_t pitch = 0;
-  bool uploaded = false;  // by the uploader: tell it once the kernel is queued
-  // Keep the input buffer until the work queued on this stream so far is done (our pinned
-  // memory, read in place or by the upload); nullptr: nothing reads it after transform().
-  cipc_cuda::StreamHandle hold_on = nullptr;
-};
+// Queues the kernel from `in` into `out` (rows `out_pitch` apart) on the element's stream.
+static cipc_cuda::Status run_kernel(State& st, const cipc_gst::InputPlacement& in,
+                                    cipc_cuda::DevicePtr out, size_t out_pitch) {
+  cipc_cuda::Status k =
+      st.debayer.run(in.ptr, in.pitch, out, out_pitch, GST_VIDEO_INFO_WIDTH(&st.out_info),
+                     GST_VIDEO_INFO_HEIGHT(&st.out_info), st.stream.handle());
+  if (k) k = st.input.kernel_queued(in);
+  return k;
+}
 
-// In place or uploaded (our pinned memory, see pinned_input_path), or a device copy of foreign
-// memory.
-static GstFlowReturn locate_input(GstRg10ToBgra* self, GstBuffer* inbuf, gint width, gint height,
-                                  GstCipcInputMode mode, const cipc_cuda::DebayerParams& params,
-                                  InputPlacement* in) {
+// Straight into downstream's CUDA memory (cudasink-ipc's slots, or ours), ordered by the slot's
+// readiness on the GPU: nothing waits on the CPU.
+static GstFlowReturn debayer_into_cuda_memory(GstRg10ToBgra* self,
+                                              const cipc_gst::InputPlacement& in,
+                                              GstBuffer* outbuf) {
   State& st = self->priv->state;
-  const GstVideoMeta* meta = gst_buffer_get_video_meta(inbuf);
-  const size_t stride =
-      meta ? static_cast<size_t>(meta->stride[0]) : cipc_gst::bayer10_default_stride(width);
-  const size_t plane_offset = meta ? meta->offset[0] : 0;
-  const size_t row_bytes = 2 * static_cast<size_t>(width);
-  const size_t needed = stride * static_cast<size_t>(height - 1) + row_bytes;
-  *in = InputPlacement{};
-  GstMemory* mem = gst_buffer_n_memory(inbuf) == 1 ? gst_buffer_peek_memory(inbuf, 0) : nullptr;
-  if (gst_buffer_get_size(inbuf) < plane_offset + needed) {
-    GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("An input frame is smaller than its format says."),
-                      ("%" G_GSIZE_FORMAT " bytes, %" G_GSIZE_FORMAT " needed",
-                       gst_buffer_get_size(inbuf), plane_offset + needed));
+  GstMemory* mem = gst_buffer_n_memory(outbuf) == 1 ? gst_buffer_peek_memory(outbuf, 0) : nullptr;
+  const GstCudaIpcMemoryInfo* info = gst_cuda_ipc_memory_get_info(mem);
+  if (!info) {
+    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION,
+                      ("Downstream negotiated CUDA memory but gave a buffer that is not."),
+                      ("buffer %" GST_PTR_FORMAT, outbuf));
     return GST_FLOW_ERROR;
   }
-  Counters& counters = self->priv->counters;
-  cipc_cuda::DevicePtr pinned = 0;
-  if (mem && gst_cipc_pinned_memory_device_ptr(mem, &pinned)) {
-    const cipc_cuda::DevicePtr frame = pinned + plane_offset;
-    const cipc_cuda::InputPath path = pinned_input_path(self, mode, params, width, height);
-    counters.input_path = static_cast<int>(path);
-    if (path == cipc_cuda::InputPath::kInPlace) {
-      in->ptr = frame;
-      in->pitch = stride;
-      in->hold_on = st.stream.handle();
-      return GST_FLOW_OK;
-    }
-    cipc_cuda::Status s = cipc_cuda::Status::ok();
-    if (!st.uploader.valid()) s = cipc_cuda::InputUploader::create(st.device, &st.uploader);
-    if (s)
-      s = st.uploader.upload(as_ptr(frame), stride, row_bytes, static_cast<size_t>(height),
-                             st.stream.handle(), &in->ptr, &in->pitch);
-    if (!s) {
-      cuda_failure(self, "Could not upload an input frame to the GPU.", s);
-      return GST_FLOW_ERROR;
-    }
-    in->uploaded = true;
-    in->hold_on = st.uploader.copy_stream();  // upstream gets it back once it is uploaded
-    ++counters.input_uploads;
-    return GST_FLOW_OK;
-  }
-  // Foreign memory: one counted copy to the GPU.
-  GstMapInfo map;
-  if (!gst_buffer_map(inbuf, &map, GST_MAP_READ)) {
-    GST_ELEMENT_ERROR(self, STREAM, FAILED, ("Could not read an input frame."), (nullptr));
+  if (info->device != st.device) {
+    GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS,
+                      ("rg10tobgra runs on CUDA device %d but downstream's memory is on device "
+                       "%d: set the same cuda-device-id on both.",
+                       st.device, info->device),
+                      (nullptr));
     return GST_FLOW_ERROR;
   }
-  cipc_cuda::Status s = ensure_staging(st.input_staging, st.device, row_bytes * height);
-  if (s)
-    s = cipc_cuda::copy_2d_async(as_ptr(st.input_staging.ptr()), row_bytes, map.data + plane_offset,
-                                 stride, row_bytes, static_cast<size_t>(height),
-                                 st.stream.handle());
-  // A copy from pageable memory has left it once the call returns; from registered or pinned
-  // memory it may still be running, so wait for it before upstream may reuse the buffer.
-  if (s) s = st.stream.synchronize();
-  gst_buffer_unmap(inbuf, &map);
-  if (!s) {
-    cuda_failure(self, "Could not copy an input frame to the GPU.", s);
+  const GstVideoMeta* meta = gst_buffer_get_video_meta(outbuf);
+  const cipc_cuda::DevicePtr out =
+      info->device_ptr + mem->offset +
+      (meta ? meta->offset[0] : GST_VIDEO_INFO_PLANE_OFFSET(&st.out_info, 0));
+  const size_t out_pitch =
+      static_cast<size_t>(meta ? meta->stride[0] : GST_VIDEO_INFO_PLANE_STRIDE(&st.out_info, 0));
+  const cipc_cuda::StreamHandle stream = st.stream.handle();
+  cipc_cuda::Status status = cipc_cuda::Status::ok();
+  if (!info->begin_write(mem, stream)) status = cipc_cuda::Status::failure("begin_write failed");
+  if (status) status = run_kernel(st, in, out, out_pitch);
+  if (status && !info->end_write(mem, stream))
+    status = cipc_cuda::Status::failure("end_write failed");
+  return status ? GST_FLOW_OK : debayer_failed(self, status);
+}
+
+// System memory: debayer into a device buffer, then one download into downstream's buffer,
+// waited for (downstream reads it with the CPU). The input is then read too: `in->hold_on` is
+// cleared.
+static GstFlowReturn debayer_into_system_memory(GstRg10ToBgra* self, cipc_gst::InputPlacement* in,
+                                                GstBuffer* outbuf) {
+  State& st = self->priv->state;
+  const gint height = GST_VIDEO_INFO_HEIGHT(&st.out_info);
+  const size_t pitch = 4 * static_cast<size_t>(GST_VIDEO_INFO_WIDTH(&st.out_info));
+  cipc_cuda::Status status = cipc_gst::ensure_staging(st.output_staging, st.device, pitch * height);
+  if (status) status = run_kernel(st, *in, st.output_staging.ptr(), pitch);
+  if (!status) return debayer_failed(self, status);
+  GstVideoFrame frame;
+  if (!gst_video_frame_map(&frame, &st.out_info, outbuf, GST_MAP_WRITE)) {
+    GST_ELEMENT_ERROR(self, STREAM, FAILED, ("Could not map an output buffer."), (nullptr));
     return GST_FLOW_ERROR;
   }
-  ++counters.input_copies;
-  in->ptr = st.input_staging.ptr();
-  in->pitch = row_bytes;
+  if (gst_buffer_n_memory(outbuf) == 1)
+    cipc_gst::register_host_memory_once(gst_buffer_peek_memory(outbuf, 0), frame.map[0].data,
+                                        frame.map[0].size);
+  status = cipc_cuda::copy_2d_async(GST_VIDEO_FRAME_PLANE_DATA(&frame, 0),
+                                    GST_VIDEO_FRAME_PLANE_STRIDE(&frame, 0),
+                                    cipc_gst::device_address(st.output_staging.ptr()), pitch, pitch,
+                                    static_cast<size_t>(height), st.stream.handle());
+  if (status) status = st.stream.synchronize();
+  gst_video_frame_unmap(&frame);
+  if (!status) return debayer_failed(self, status);
+  ++self->priv->counters.downloads;
+  in->hold_on = nullptr;  // synchronised: the kernel (and any upload) is done with the input
   return GST_FLOW_OK;
-}
-
-// Keeps `inbuf` until the work queued on `stream` so far (the kernel reading it in place, or
-// its upload) is done, without this thread waiting: upstream's pool gets the buffer back then.
-static cipc_cuda::Status hold_until_read(GstRg10ToBgra* self, GstBuffer* inbuf,
-                                         cipc_cuda::StreamHandle stream) {
-  State& st = self->priv->state;
-  auto done = std::make_shared<cipc_cuda::Event>();
-  cipc_cuda::Status s = cipc_cuda::Event::create_local(st.device, done.get());
-  if (s) s = done->record(stream);
-  if (!s) return s;
-  std::shared_ptr<void> keepalive(gst_buffer_ref(inbuf),
-                                  [](void* b) { gst_buffer_unref(static_cast<GstBuffer*>(b)); });
-  cipc_slots::drop_when_done(std::move(done), std::move(keepalive));
-  return s;
 }
 
 static GstFlowReturn gst_rg10_to_bgra_transform(GstBaseTransform* trans, GstBuffer* inbuf,
@@ -686,86 +620,28 @@ static GstFlowReturn gst_rg10_to_bgra_transform(GstBaseTransform* trans, GstBuff
   State& st = self->priv->state;
   if (!st.configured) return GST_FLOW_NOT_NEGOTIATED;
   const Settings s = snapshot_settings(self);
-  const gint width = GST_VIDEO_INFO_WIDTH(&st.out_info);
-  const gint height = GST_VIDEO_INFO_HEIGHT(&st.out_info);
-  const cipc_cuda::StreamHandle stream = st.stream.handle();
-
   const cipc_cuda::DebayerParams params =
       debayer_params(s, st.phase, GST_VIDEO_INFO_FORMAT(&st.out_info));
   cipc_cuda::Status status =
       st.debayer.configure(params,
                            s.wb_mode == GST_CIPC_WB_GRAY_WORLD ? cipc_cuda::WhiteBalance::kGrayWorld
                                                                : cipc_cuda::WhiteBalance::kFixed,
-                           stream);
+                           st.stream.handle());
   if (!status) {
     cuda_failure(self, "Could not configure the GPU debayer.", status);
     return GST_FLOW_ERROR;
   }
 
-  InputPlacement in;
-  GstFlowReturn ret = locate_input(self, inbuf, width, height, s.input_mode, params, &in);
+  cipc_gst::InputPlacement in;
+  GstFlowReturn ret =
+      st.input.locate(GST_ELEMENT(self), inbuf, GST_VIDEO_INFO_WIDTH(&st.out_info),
+                      GST_VIDEO_INFO_HEIGHT(&st.out_info), s.input_mode, params, &in);
   if (ret != GST_FLOW_OK) return ret;
-  auto run_kernel = [&](cipc_cuda::DevicePtr out, size_t out_pitch) {
-    cipc_cuda::Status k = st.debayer.run(in.ptr, in.pitch, out, out_pitch, width, height, stream);
-    if (k && in.uploaded) k = st.uploader.kernel_queued(stream);
-    return k;
-  };
-
-  if (st.cuda_output) {
-    GstMemory* mem = gst_buffer_n_memory(outbuf) == 1 ? gst_buffer_peek_memory(outbuf, 0) : nullptr;
-    const GstCudaIpcMemoryInfo* info = gst_cuda_ipc_memory_get_info(mem);
-    if (!info) {
-      GST_ELEMENT_ERROR(self, CORE, NEGOTIATION,
-                        ("Downstream negotiated CUDA memory but gave a buffer that is not."),
-                        ("buffer %" GST_PTR_FORMAT, outbuf));
-      return GST_FLOW_ERROR;
-    }
-    if (info->device != st.device) {
-      GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS,
-                        ("rg10tobgra runs on CUDA device %d but downstream's memory is on device "
-                         "%d: set the same cuda-device-id on both.",
-                         st.device, info->device),
-                        (nullptr));
-      return GST_FLOW_ERROR;
-    }
-    const GstVideoMeta* meta = gst_buffer_get_video_meta(outbuf);
-    const cipc_cuda::DevicePtr out =
-        info->device_ptr + mem->offset +
-        (meta ? meta->offset[0] : GST_VIDEO_INFO_PLANE_OFFSET(&st.out_info, 0));
-    const size_t out_pitch =
-        static_cast<size_t>(meta ? meta->stride[0] : GST_VIDEO_INFO_PLANE_STRIDE(&st.out_info, 0));
-    if (!info->begin_write(mem, stream)) status = cipc_cuda::Status::failure("begin_write failed");
-    if (status) status = run_kernel(out, out_pitch);
-    if (status && !info->end_write(mem, stream))
-      status = cipc_cuda::Status::failure("end_write failed");
-  } else {
-    // System memory: debayer into a device buffer, then one download into downstream's buffer.
-    const size_t pitch = 4 * static_cast<size_t>(width);
-    status = ensure_staging(st.output_staging, st.device, pitch * height);
-    if (status) status = run_kernel(st.output_staging.ptr(), pitch);
-    GstVideoFrame frame;
-    if (status && !gst_video_frame_map(&frame, &st.out_info, outbuf, GST_MAP_WRITE)) {
-      GST_ELEMENT_ERROR(self, STREAM, FAILED, ("Could not map an output buffer."), (nullptr));
-      return GST_FLOW_ERROR;
-    }
-    if (status) {
-      if (gst_buffer_n_memory(outbuf) == 1)
-        cipc_gst::register_host_memory_once(gst_buffer_peek_memory(outbuf, 0), frame.map[0].data,
-                                            frame.map[0].size);
-      status = cipc_cuda::copy_2d_async(
-          GST_VIDEO_FRAME_PLANE_DATA(&frame, 0), GST_VIDEO_FRAME_PLANE_STRIDE(&frame, 0),
-          as_ptr(st.output_staging.ptr()), pitch, pitch, static_cast<size_t>(height), stream);
-      if (status) status = st.stream.synchronize();  // downstream reads it with the CPU
-      gst_video_frame_unmap(&frame);
-      if (status) ++self->priv->counters.downloads;
-      in.hold_on = nullptr;  // synchronised: the kernel (and any upload) is done with the input
-    }
-  }
-  if (status && in.hold_on) status = hold_until_read(self, inbuf, in.hold_on);
-  if (!status) {
-    cuda_failure(self, "Could not debayer a frame on the GPU.", status);
-    return GST_FLOW_ERROR;
-  }
+  ret = st.cuda_output ? debayer_into_cuda_memory(self, in, outbuf)
+                       : debayer_into_system_memory(self, &in, outbuf);
+  if (ret != GST_FLOW_OK) return ret;
+  status = st.input.hold_until_read(inbuf, in);
+  if (!status) return debayer_failed(self, status);
   ++self->priv->counters.frames;
   return GST_FLOW_OK;
 }

@@ -12,7 +12,9 @@
 GST_DEBUG_CATEGORY_EXTERN(gst_cuda_v4l2_src_debug);
 #define GST_CAT_DEFAULT gst_cuda_v4l2_src_debug
 
-namespace cipc_v4l2 {
+namespace cipc_gst {
+
+namespace v4l = cipc_v4l2;
 
 size_t page_size() {
   static const size_t size = [] {
@@ -58,9 +60,9 @@ bool buffer_suits_userptr(GstBuffer* buffer, size_t size_image, std::string* why
 
 namespace {
 
-Error stream_error(const Device& device, std::string text) {
-  Error e;
-  e.kind = ErrorKind::kFailed;
+v4l::Error stream_error(const v4l::Device& device, std::string text) {
+  v4l::Error e;
+  e.kind = v4l::ErrorKind::kFailed;
   e.message = "Capture from device '" + device.path() + "' failed: " + std::move(text) + ".";
   return e;
 }
@@ -69,7 +71,7 @@ Error stream_error(const Device& device, std::string text) {
 
 class UserptrStream final : public CaptureStream {
  public:
-  UserptrStream(std::shared_ptr<Device> device, GstBufferPool* pool, unsigned count,
+  UserptrStream(std::shared_ptr<v4l::Device> device, GstBufferPool* pool, unsigned count,
                 size_t size_image)
       : device_(std::move(device)),
         pool_(GST_BUFFER_POOL(gst_object_ref(pool))),
@@ -80,9 +82,9 @@ class UserptrStream final : public CaptureStream {
     gst_object_unref(pool_);
   }
 
-  Memory memory() const override { return Memory::kUserptr; }
+  v4l::Memory memory() const override { return v4l::Memory::kUserptr; }
 
-  bool start(Error* error) override {
+  bool start(v4l::Error* error) override {
     bool flushing = false;
     if (!refill(&flushing, error)) return false;
     if (!device_->stream_on(error)) return false;  // stop() reclaims what was queued
@@ -90,7 +92,7 @@ class UserptrStream final : public CaptureStream {
     return true;
   }
 
-  bool refill(bool* flushing, Error* error) override {
+  bool refill(bool* flushing, v4l::Error* error) override {
     for (size_t index = 0; index < slots_.size(); ++index) {
       Slot& slot = slots_[index];
       if (slot.buffer) continue;
@@ -131,8 +133,9 @@ class UserptrStream final : public CaptureStream {
 
   unsigned queued() const override { return queued_; }
 
-  bool dequeue(size_t frame_bytes, Frame* frame, GstBuffer** buffer, Error* error) override {
-    if (!device_->dequeue(Memory::kUserptr, frame, error)) return false;
+  bool dequeue(size_t frame_bytes, v4l::Frame* frame, GstBuffer** buffer,
+               v4l::Error* error) override {
+    if (!device_->dequeue(v4l::Memory::kUserptr, frame, error)) return false;
     if (frame->index >= slots_.size() || !slots_[frame->index].buffer) {
       *error = stream_error(*device_, "the driver returned buffer " + std::to_string(frame->index) +
                                           ", which was not queued");
@@ -151,7 +154,7 @@ class UserptrStream final : public CaptureStream {
   void stop() override {
     if (stopped_) return;
     stopped_ = true;
-    Error ignored;
+    v4l::Error ignored;
     // STREAMOFF hands every queued buffer back; only then may their memory go back to the pool.
     if (streaming_ || queued_ > 0) device_->stream_off(&ignored);
     streaming_ = false;
@@ -162,7 +165,7 @@ class UserptrStream final : public CaptureStream {
       slot.buffer = nullptr;
     }
     queued_ = 0;
-    if (!device_->release_buffers(Memory::kUserptr, &ignored))
+    if (!device_->release_buffers(v4l::Memory::kUserptr, &ignored))
       GST_DEBUG("%s (%s)", ignored.message.c_str(), ignored.detail.c_str());
   }
 
@@ -171,7 +174,7 @@ class UserptrStream final : public CaptureStream {
     GstBuffer* buffer = nullptr;  // queued in the driver; mapped for writing
     GstMapInfo map{};
   };
-  std::shared_ptr<Device> device_;
+  std::shared_ptr<v4l::Device> device_;
   GstBufferPool* pool_;
   std::vector<Slot> slots_;  // index = V4L2 buffer index
   size_t size_image_;
@@ -185,13 +188,13 @@ class UserptrStream final : public CaptureStream {
 // Shared by the stream and every buffer it pushed: the mappings stay valid until the last
 // buffer is freed, even after the stream stopped (the kernel keeps orphaned MMAP buffers).
 struct MmapRing {
-  std::shared_ptr<Device> device;              // declared first: destroyed after the mappings
-  std::vector<std::unique_ptr<Mapping>> maps;  // index = V4L2 buffer index
-  std::vector<bool> downstream;                // under mutex: pushed and not yet returned
+  std::shared_ptr<v4l::Device> device;              // declared first: destroyed after the mappings
+  std::vector<std::unique_ptr<v4l::Mapping>> maps;  // index = V4L2 buffer index
+  std::vector<bool> downstream;                     // under mutex: pushed and not yet returned
   std::mutex mutex;
   bool streaming = false;  // under mutex: whether returned buffers are requeued
   std::atomic<unsigned> queued{0};
-  Error requeue_error;  // under mutex: the first failed requeue
+  v4l::Error requeue_error;  // under mutex: the first failed requeue
 };
 
 struct Ticket {
@@ -206,7 +209,7 @@ void return_mmap_buffer(gpointer data) {
   std::lock_guard<std::mutex> lock(ring.mutex);
   ring.downstream[ticket->index] = false;
   if (!ring.streaming) return;
-  Error error;
+  v4l::Error error;
   if (ring.device->queue_mmap(ticket->index, &error)) {
     ++ring.queued;
   } else if (!ring.requeue_error) {
@@ -216,16 +219,17 @@ void return_mmap_buffer(gpointer data) {
 
 class MmapStream final : public CaptureStream {
  public:
-  MmapStream(std::shared_ptr<Device> device, unsigned count) : ring_(std::make_shared<MmapRing>()) {
+  MmapStream(std::shared_ptr<v4l::Device> device, unsigned count)
+      : ring_(std::make_shared<MmapRing>()) {
     ring_->device = std::move(device);
     ring_->downstream.assign(count, false);
     count_ = count;
   }
   ~MmapStream() override { stop(); }
 
-  Memory memory() const override { return Memory::kMmap; }
+  v4l::Memory memory() const override { return v4l::Memory::kMmap; }
 
-  bool start(Error* error) override {
+  bool start(v4l::Error* error) override {
     for (unsigned i = 0; i < count_; ++i) {
       auto map = ring_->device->map_buffer(i, error);
       if (!map) return false;
@@ -242,7 +246,7 @@ class MmapStream final : public CaptureStream {
     return ring_->device->stream_on(error);
   }
 
-  bool refill(bool* flushing, Error* error) override {
+  bool refill(bool* flushing, v4l::Error* error) override {
     (void)flushing;
     std::lock_guard<std::mutex> lock(ring_->mutex);
     if (ring_->requeue_error) {
@@ -254,8 +258,9 @@ class MmapStream final : public CaptureStream {
 
   unsigned queued() const override { return ring_->queued; }
 
-  bool dequeue(size_t frame_bytes, Frame* frame, GstBuffer** buffer, Error* error) override {
-    if (!ring_->device->dequeue(Memory::kMmap, frame, error)) return false;
+  bool dequeue(size_t frame_bytes, v4l::Frame* frame, GstBuffer** buffer,
+               v4l::Error* error) override {
+    if (!ring_->device->dequeue(v4l::Memory::kMmap, frame, error)) return false;
     if (frame->index >= ring_->maps.size()) {
       *error = stream_error(*ring_->device, "the driver returned an unknown buffer");
       return false;
@@ -265,7 +270,7 @@ class MmapStream final : public CaptureStream {
       std::lock_guard<std::mutex> lock(ring_->mutex);
       ring_->downstream[frame->index] = true;
     }
-    const Mapping& map = *ring_->maps[frame->index];
+    const v4l::Mapping& map = *ring_->maps[frame->index];
     *buffer = gst_buffer_new_wrapped_full(GST_MEMORY_FLAG_READONLY, map.data(), map.length(), 0,
                                           std::min(frame_bytes, map.length()),
                                           new Ticket{ring_, frame->index}, return_mmap_buffer);
@@ -275,7 +280,7 @@ class MmapStream final : public CaptureStream {
   void stop() override {
     if (stopped_) return;
     stopped_ = true;
-    Error ignored;
+    v4l::Error ignored;
     {
       std::lock_guard<std::mutex> lock(ring_->mutex);
       ring_->streaming = false;  // buffers still downstream are not requeued when they return
@@ -286,7 +291,7 @@ class MmapStream final : public CaptureStream {
         if (!ring_->downstream[i]) ring_->maps[i].reset();
     }
     // Buffers still mapped downstream become orphans that the kernel frees on munmap.
-    if (!ring_->device->release_buffers(Memory::kMmap, &ignored))
+    if (!ring_->device->release_buffers(v4l::Memory::kMmap, &ignored))
       GST_DEBUG("%s (%s)", ignored.message.c_str(), ignored.detail.c_str());
   }
 
@@ -298,14 +303,15 @@ class MmapStream final : public CaptureStream {
 
 }  // namespace
 
-std::unique_ptr<CaptureStream> make_userptr_stream(std::shared_ptr<Device> device,
+std::unique_ptr<CaptureStream> make_userptr_stream(std::shared_ptr<v4l::Device> device,
                                                    GstBufferPool* pool, unsigned count,
                                                    size_t size_image) {
   return std::make_unique<UserptrStream>(std::move(device), pool, count, size_image);
 }
 
-std::unique_ptr<CaptureStream> make_mmap_stream(std::shared_ptr<Device> device, unsigned count) {
+std::unique_ptr<CaptureStream> make_mmap_stream(std::shared_ptr<v4l::Device> device,
+                                                unsigned count) {
   return std::make_unique<MmapStream>(std::move(device), count);
 }
 
-}  // namespace cipc_v4l2
+}  // namespace cipc_gst

@@ -17,23 +17,25 @@
 
 #include "v4l2capture.h"
 
-namespace cipc_v4l2 {
+// GStreamer-side code, so cipc_gst's (cipc_v4l2 is the GStreamer-free layer below).
+namespace cipc_gst {
 
 class CaptureStream {
  public:
   virtual ~CaptureStream() = default;
-  virtual Memory memory() const = 0;
+  virtual cipc_v4l2::Memory memory() const = 0;
   // Queues the first buffers and starts streaming.
-  virtual bool start(Error* error) = 0;
+  virtual bool start(cipc_v4l2::Error* error) = 0;
   // Gives the driver every buffer it can have without waiting (USERPTR: free pool buffers).
   // Returns false with `error` on a driver or pool failure; `*flushing` when the pool is
   // being shut down.
-  virtual bool refill(bool* flushing, Error* error) = 0;
+  virtual bool refill(bool* flushing, cipc_v4l2::Error* error) = 0;
   // Buffers the driver holds now; 0 means every buffer is downstream.
   virtual unsigned queued() const = 0;
   // Dequeues a frame (call after Device::wait_for_frame() said kReady). False with an empty
   // `error` when nothing was ready after all. `buffer` holds `frame_bytes` bytes of the frame.
-  virtual bool dequeue(size_t frame_bytes, Frame* frame, GstBuffer** buffer, Error* error) = 0;
+  virtual bool dequeue(size_t frame_bytes, cipc_v4l2::Frame* frame, GstBuffer** buffer,
+                       cipc_v4l2::Error* error) = 0;
   // Stops streaming and gives back every buffer the driver held. Idempotent.
   virtual void stop() = 0;
 };
@@ -41,12 +43,13 @@ class CaptureStream {
 // `pool` must be configured for buffers of at least `size_image` bytes (one memory each) and
 // active; `count` driver buffers must already have been granted with
 // Device::request_buffers(Memory::kUserptr).
-std::unique_ptr<CaptureStream> make_userptr_stream(std::shared_ptr<Device> device,
+std::unique_ptr<CaptureStream> make_userptr_stream(std::shared_ptr<cipc_v4l2::Device> device,
                                                    GstBufferPool* pool, unsigned count,
                                                    size_t size_image);
 
 // `count` MMAP buffers must already have been granted.
-std::unique_ptr<CaptureStream> make_mmap_stream(std::shared_ptr<Device> device, unsigned count);
+std::unique_ptr<CaptureStream> make_mmap_stream(std::shared_ptr<cipc_v4l2::Device> device,
+                                                unsigned count);
 
 // Whether `buffer` can be a USERPTR capture target of `size_image` bytes: one memory, mappable
 // for writing, starting on a page boundary, large enough. `why` gets the reason when not.
@@ -55,4 +58,4 @@ bool buffer_suits_userptr(GstBuffer* buffer, size_t size_image, std::string* why
 // The system page size.
 size_t page_size();
 
-}  // namespace cipc_v4l2
+}  // namespace cipc_gst
