@@ -821,81 +821,100 @@ static GstFlowReturn without_frame(SrcPrivate& p, GstFlowReturn ret) {
   return ret;
 }
 
+// Gives back the claims whose copy or GL read is done, and says how long the next wait for the
+// producer may last before looking again (-1: until a message comes).
+static int collect_done_releases(SrcPrivate& p) {
+  int timeout_ms = -1;
+#ifdef CIPC_HAVE_CUDA
+  // io-mode=copy: claims whose copy is done go back now (a downstream that worked on the copy
+  // has waited for it by the time it asks for the next frame); with some still pending, wait
+  // for the next message only briefly, then look again (slots/deferred_releases.h).
+  if (p.cuda.deferred && p.cuda.deferred->pending() > 0) {
+    if (p.client->consumer()) {
+      p.cuda.deferred->collect();
+      timeout_ms = p.cuda.deferred->wait_ms();
+    } else {
+      p.cuda.deferred->flush();  // reconnecting may take long: the release worker takes them
+    }
+  }
+#endif
+  // GL memory objects: claims whose GL read is done go back
+  // (gst/ipcsrc/gl/glmemoryobjectoutput.h).
+  if (p.output) {
+    const int output_ms = p.output->collect_releases();
+    if (output_ms >= 0 && (timeout_ms < 0 || output_ms < timeout_ms)) timeout_ms = output_ms;
+  }
+  return timeout_ms;
+}
+
+// A new connection: what follows is a new stream as far as downstream can tell.
+static void on_attached(GstCudaSrcIpc* self, const cipc::ClientEvent& ev) {
+  SrcPrivate& p = *self->priv;
+  const cipc::Welcome& w = p.client->consumer()->welcome();
+  if (ev.new_instance && p.client->connects() > 1)
+    GST_INFO_OBJECT(self, "new producer instance %016" G_GINT64_MODIFIER "x: import cache flushed",
+                    w.instance_id);
+  p.discont = true;
+  p.first_frame = true;
+  p.warned_one_in_flight = false;
+  p.timestamps.reset();
+  GST_INFO_OBJECT(self, "attached to %s (%s memory, %u frames in flight)",
+                  p.active.socket_path.c_str(), cipc::to_string(w.memory_kind), w.max_in_flight);
+#ifdef CIPC_HAVE_CUDA
+  if (p.cuda.deferred) p.cuda.deferred->set_max_in_flight(w.max_in_flight);
+#endif
+}
+
+// A frame: *out is set and true returned, or false for a stale frame (released at once: not a
+// gap the producer made) and for a failure (*ret says which).
+static bool on_frame(GstCudaSrcIpc* self, cipc::ClientEvent& ev, GstBuffer** out,
+                     GstFlowReturn* ret) {
+  SrcPrivate& p = *self->priv;
+  *ret = GST_FLOW_OK;
+  // Frames the producer sent others but not us (we were at max-in-flight) show as a gap.
+  if (ev.skipped) {
+    p.counters.frames_skipped += ev.skipped;
+    p.discont = true;
+  }
+  GstClockTime pts = GST_CLOCK_TIME_NONE, dts = GST_CLOCK_TIME_NONE;
+  if (!map_timestamps(self, ev.frame.info, &pts, &dts)) {
+    ++p.counters.frames_stale;
+    return false;
+  }
+  *ret = make_buffer(self, ev.frame, pts, dts, out);
+  if (*ret != GST_FLOW_OK) return false;
+  count_frame(self, ev.frame.info);
+  if (p.first_frame) {
+    p.first_frame = false;
+    GST_INFO_OBJECT(self, "first frame from the producer at %s: %dx%d %s",
+                    p.active.socket_path.c_str(), GST_VIDEO_INFO_WIDTH(&p.out_info),
+                    GST_VIDEO_INFO_HEIGHT(&p.out_info), GST_VIDEO_INFO_NAME(&p.out_info));
+  }
+  return true;
+}
+
 static GstFlowReturn gst_cuda_src_ipc_create(GstPushSrc* push, GstBuffer** out) {
   auto* self = GST_CUDA_SRC_IPC(push);
   SrcPrivate& p = *self->priv;
   const Settings& s = p.active;
   if (!p.client) return GST_FLOW_FLUSHING;
   for (;;) {
-    int timeout_ms = -1;
-#ifdef CIPC_HAVE_CUDA
-    // io-mode=copy: claims whose copy is done go back now (a downstream that worked on the copy
-    // has waited for it by the time it asks for the next frame); with some still pending, wait
-    // for the next message only briefly, then look again (slots/deferred_releases.h).
-    if (p.cuda.deferred && p.cuda.deferred->pending() > 0) {
-      if (p.client->consumer()) {
-        p.cuda.deferred->collect();
-        timeout_ms = p.cuda.deferred->wait_ms();
-      } else {
-        p.cuda.deferred->flush();  // reconnecting may take long: the release worker takes them
-      }
-    }
-#endif
-    // GL memory objects: claims whose GL read is done go back
-    // (gst/ipcsrc/gl/glmemoryobjectoutput.h).
-    if (p.output) {
-      const int output_ms = p.output->collect_releases();
-      if (output_ms >= 0 && (timeout_ms < 0 || output_ms < timeout_ms)) timeout_ms = output_ms;
-    }
-    cipc::ClientEvent ev = p.client->next(timeout_ms);
+    cipc::ClientEvent ev = p.client->next(collect_done_releases(p));
     p.counters.slots_imported = p.client->slots_imported();
     p.counters.slots_retired = p.client->slots_retired();
     p.counters.connects = p.client->connects();
     switch (ev.kind) {
-      case cipc::ClientEvent::Kind::kAttached: {
-        const cipc::Welcome& w = p.client->consumer()->welcome();
-        if (ev.new_instance && p.client->connects() > 1)
-          GST_INFO_OBJECT(self,
-                          "new producer instance %016" G_GINT64_MODIFIER "x: import cache flushed",
-                          w.instance_id);
-        p.discont = true;
-        p.first_frame = true;
-        p.warned_one_in_flight = false;
-        p.timestamps.reset();
-        GST_INFO_OBJECT(self, "attached to %s (%s memory, %u frames in flight)",
-                        s.socket_path.c_str(), cipc::to_string(w.memory_kind), w.max_in_flight);
-#ifdef CIPC_HAVE_CUDA
-        if (p.cuda.deferred) p.cuda.deferred->set_max_in_flight(w.max_in_flight);
-#endif
-        continue;
-      }
+      case cipc::ClientEvent::Kind::kAttached: on_attached(self, ev); continue;
       case cipc::ClientEvent::Kind::kCaps: {
         const GstFlowReturn ret = apply_caps(self, ev.caps);
         if (ret != GST_FLOW_OK) return without_frame(p, ret);
         continue;
       }
       case cipc::ClientEvent::Kind::kFrame: {
-        // Frames the producer sent others but not us (we were at max-in-flight) show as a gap.
-        if (ev.skipped) {
-          p.counters.frames_skipped += ev.skipped;
-          p.discont = true;
-        }
-        GstClockTime pts = GST_CLOCK_TIME_NONE, dts = GST_CLOCK_TIME_NONE;
-        if (!map_timestamps(self, ev.frame.info, &pts, &dts)) {
-          // Released at once (ev goes out of scope); not a gap the producer made.
-          ++p.counters.frames_stale;
-          continue;
-        }
-        const GstFlowReturn ret = make_buffer(self, ev.frame, pts, dts, out);
+        GstFlowReturn ret = GST_FLOW_OK;
+        if (on_frame(self, ev, out, &ret)) return GST_FLOW_OK;
         if (ret != GST_FLOW_OK) return without_frame(p, ret);
-        count_frame(self, ev.frame.info);
-        if (p.first_frame) {
-          p.first_frame = false;
-          GST_INFO_OBJECT(self, "first frame from the producer at %s: %dx%d %s",
-                          s.socket_path.c_str(), GST_VIDEO_INFO_WIDTH(&p.out_info),
-                          GST_VIDEO_INFO_HEIGHT(&p.out_info), GST_VIDEO_INFO_NAME(&p.out_info));
-        }
-        return GST_FLOW_OK;
+        continue;  // a stale frame
       }
       case cipc::ClientEvent::Kind::kEos:
         GST_INFO_OBJECT(self, "producer sent EOS");
