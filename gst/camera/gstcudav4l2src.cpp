@@ -50,6 +50,7 @@
 #include "camera/cameraenums.h"
 #include "camera/v4l2caps.h"
 #include "camera/v4l2stream.h"
+#include "common/clockmapping.h"
 #include "formats.h"
 #include "v4l2capture.h"
 
@@ -744,14 +745,8 @@ static GstClockTime running_time_of(GstCudaV4l2Src* self, const v4l::Frame& fram
   const GstClockTime base = gst_element_get_base_time(GST_ELEMENT(self));
   const GstClockTime now = gst_clock_get_time(clock);
   gst_object_unref(clock);
-  GstClockTime at = now;
-  if (frame.monotonic_timestamp) {
-    const GstClockTime mono = monotonic_now();
-    const GstClockTime age = mono >= frame.timestamp_ns ? mono - frame.timestamp_ns : 0;
-    // A stamp in the future or older than 10 s is not to be trusted.
-    if (mono >= frame.timestamp_ns && age < 10 * GST_SECOND && age <= now) at = now - age;
-  }
-  return at > base ? at - base : 0;
+  return cipc_gst::capture_running_time(now, monotonic_now(), base, frame.monotonic_timestamp,
+                                        frame.timestamp_ns);
 }
 
 // A copy of `buffer` with rows GST_ROUND_UP_4 (width) samples apart, for a downstream that

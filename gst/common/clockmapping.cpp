@@ -70,4 +70,14 @@ bool TimestampMapper::map(uint64_t pts, uint64_t dts, bool live, GstClockTime ba
   return true;
 }
 
+GstClockTime capture_running_time(GstClockTime now, GstClockTime monotonic_now,
+                                  GstClockTime base_time, bool have_stamp, uint64_t stamp_ns) {
+  GstClockTime at = now;
+  if (have_stamp && monotonic_now >= stamp_ns) {
+    const GstClockTime age = monotonic_now - stamp_ns;
+    if (age < 10 * GST_SECOND && age <= now) at = now - age;
+  }
+  return at > base_time ? at - base_time : 0;
+}
+
 }  // namespace cipc_gst

@@ -62,4 +62,12 @@ class TimestampMapper {
   GstClockTime shift_ = 0;
 };
 
+// Capture side (cudav4l2src): the running time of a frame a driver stamped at `stamp_ns` of
+// CLOCK_MONOTONIC (`have_stamp` false: no such stamp), from the pipeline clock's time `now`,
+// CLOCK_MONOTONIC's `monotonic_now` and the element's `base_time`: the frame's age taken off
+// `now`. A stamp in the future or older than 10 s is not trusted (the clock's now is used), and
+// a frame never comes before the pipeline started (0).
+GstClockTime capture_running_time(GstClockTime now, GstClockTime monotonic_now,
+                                  GstClockTime base_time, bool have_stamp, uint64_t stamp_ns);
+
 }  // namespace cipc_gst

@@ -86,4 +86,24 @@ TEST_F(Glue, TimestampsCrossThroughMonotonicExactly) {
   gst_object_unref(clock);
 }
 
+// cudav4l2src stamps a frame with the driver's capture time: its age (CLOCK_MONOTONIC now minus
+// the driver's stamp) taken off the pipeline clock's now, so a frame that waited in the driver's
+// queue keeps the time it was captured; a stamp that cannot be right is not believed.
+TEST_F(Glue, CaptureTimeIsTheDriversStampOnThePipelineClock) {
+  const GstClockTime base = 2 * GST_SECOND, now = 7 * GST_SECOND, mono = 100 * GST_SECOND;
+  const GstClockTime ms = GST_MSECOND;
+  // Captured 5 ms ago: 5 ms before now.
+  EXPECT_EQ(cipc_gst::capture_running_time(now, mono, base, true, mono - 5 * ms),
+            now - 5 * ms - base);
+  // No stamp, a stamp from the future, one older than 10 s: now.
+  EXPECT_EQ(cipc_gst::capture_running_time(now, mono, base, false, mono - 5 * ms), now - base);
+  EXPECT_EQ(cipc_gst::capture_running_time(now, mono, base, true, mono + ms), now - base);
+  EXPECT_EQ(cipc_gst::capture_running_time(now, mono, base, true, mono - 10 * GST_SECOND),
+            now - base);
+  // Older than the pipeline clock itself: now.
+  EXPECT_EQ(cipc_gst::capture_running_time(3 * ms, mono, 0, true, mono - 4 * ms), 3 * ms);
+  // Captured before the pipeline started: running time 0, never negative.
+  EXPECT_EQ(cipc_gst::capture_running_time(now, mono, base, true, mono - 6 * GST_SECOND), 0u);
+}
+
 }  // namespace
