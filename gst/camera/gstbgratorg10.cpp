@@ -24,6 +24,7 @@
  */
 #include "camera/gstbgratorg10.h"
 #include "common/elementdocs.h"
+#include "common/paramflags.h"
 
 #include <gst/video/video.h>
 
@@ -315,8 +316,7 @@ static void gst_bgra_to_rg10_class_init(GstBgraToRg10Class* klass) {
   object_class->get_property = gst_bgra_to_rg10_get_property;
   object_class->finalize = gst_bgra_to_rg10_finalize;
 
-  const auto rw_playing = static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
-                                                   GST_PARAM_MUTABLE_PLAYING);
+  const GParamFlags rw_playing = cipc_gst::kParamPlayingRW;
 
   g_object_class_install_property(
       object_class, PROP_BIT_ALIGNMENT,

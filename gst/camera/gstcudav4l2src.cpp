@@ -38,6 +38,7 @@
  */
 #include "camera/gstcudav4l2src.h"
 #include "common/elementdocs.h"
+#include "common/paramflags.h"
 
 #include <gst/video/video.h>
 
@@ -978,8 +979,7 @@ static void gst_cuda_v4l2_src_class_init(GstCudaV4l2SrcClass* klass) {
   object_class->get_property = gst_cuda_v4l2_src_get_property;
   object_class->finalize = gst_cuda_v4l2_src_finalize;
 
-  const auto rw_ready = static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
-                                                 GST_PARAM_MUTABLE_READY);
+  const GParamFlags rw_ready = cipc_gst::kParamReadyRW;
   g_object_class_install_property(
       object_class, PROP_DEVICE,
       g_param_spec_string("device", "Device",

@@ -28,6 +28,7 @@
  */
 #include "camera/gstrg10replaysrc.h"
 #include "common/elementdocs.h"
+#include "common/paramflags.h"
 
 #include <unistd.h>
 
@@ -312,8 +313,7 @@ static void gst_rg10_replay_src_class_init(GstRg10ReplaySrcClass* klass) {
   object_class->get_property = gst_rg10_replay_src_get_property;
   object_class->finalize = gst_rg10_replay_src_finalize;
 
-  const auto rw_ready = static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
-                                                 GST_PARAM_MUTABLE_READY);
+  const GParamFlags rw_ready = cipc_gst::kParamReadyRW;
   g_object_class_install_property(
       object_class, PROP_FRAMES,
       g_param_spec_uint("frames", "Frames",

@@ -42,6 +42,7 @@
  */
 #include "camera/gstrg10tobgra.h"
 #include "common/elementdocs.h"
+#include "common/paramflags.h"
 
 #include <gst/video/video.h>
 
@@ -654,11 +655,9 @@ static void gst_rg10_to_bgra_class_init(GstRg10ToBgraClass* klass) {
   object_class->get_property = gst_rg10_to_bgra_get_property;
   object_class->finalize = gst_rg10_to_bgra_finalize;
 
-  const auto rw_playing = static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
-                                                   GST_PARAM_MUTABLE_PLAYING);
-  const auto rw_ready = static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
-                                                 GST_PARAM_MUTABLE_READY);
-  const auto ro = static_cast<GParamFlags>(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
+  const GParamFlags rw_playing = cipc_gst::kParamPlayingRW;
+  const GParamFlags rw_ready = cipc_gst::kParamReadyRW;
+  const GParamFlags ro = cipc_gst::kParamRO;
 
   g_object_class_install_property(
       object_class, PROP_BIT_ALIGNMENT,

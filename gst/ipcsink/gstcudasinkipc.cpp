@@ -26,6 +26,7 @@
  */
 #include "ipcsink/gstcudasinkipc.h"
 #include "common/elementdocs.h"
+#include "common/paramflags.h"
 
 #include <gst/video/video.h>
 
@@ -995,11 +996,9 @@ static void gst_cuda_sink_ipc_class_init(GstCudaSinkIpcClass* klass) {
   object_class->get_property = gst_cuda_sink_ipc_get_property;
   object_class->finalize = gst_cuda_sink_ipc_finalize;
 
-  const auto rw_ready = static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
-                                                 GST_PARAM_MUTABLE_READY);
-  const auto rw_playing = static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
-                                                   GST_PARAM_MUTABLE_PLAYING);
-  const auto ro = static_cast<GParamFlags>(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
+  const GParamFlags rw_ready = cipc_gst::kParamReadyRW;
+  const GParamFlags rw_playing = cipc_gst::kParamPlayingRW;
+  const GParamFlags ro = cipc_gst::kParamRO;
 
   g_object_class_install_property(
       object_class, PROP_SOCKET_PATH,
