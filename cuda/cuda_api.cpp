@@ -665,6 +665,18 @@ Status synchronize_stream(StreamHandle stream) {
   return Status::ok();
 }
 
+DeviceGuard::~DeviceGuard() {
+  if (restore_ >= 0) (void)cudaSetDevice(restore_);
+}
+
+Status DeviceGuard::enter(int ordinal) {
+  int current = -1;
+  if (cudaGetDevice(&current) != cudaSuccess) current = -1;
+  CIPC_CUDA_TRY(cudaSetDevice(ordinal));
+  if (current >= 0 && current != ordinal) restore_ = current;
+  return Status::ok();
+}
+
 StreamHandle legacy_default_stream() {
   return cudaStreamLegacy;
 }

@@ -233,6 +233,20 @@ Status synchronize_stream(StreamHandle stream);
 // that is done.
 StreamHandle legacy_default_stream();
 
+// Makes a device the calling thread's current one until the guard goes, then restores the
+// caller's: a library call on an application's thread leaves the application's device alone.
+class DeviceGuard {
+ public:
+  DeviceGuard() = default;
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+  Status enter(int ordinal);
+
+ private:
+  int restore_ = -1;
+};
+
 // 2-D asynchronous copy in any direction (cudaMemcpy2DAsync, cudaMemcpyDefault): `rows` rows of
 // `row_bytes` bytes. Pointers are host addresses or DevicePtr values cast to void*.
 Status copy_2d_async(void* dst, size_t dst_pitch, const void* src, size_t src_pitch,

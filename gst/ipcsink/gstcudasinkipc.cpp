@@ -35,10 +35,6 @@
 #include <mutex>
 #include <string>
 
-#ifdef CIPC_HAVE_CUDA
-#include "cuda_slots.h"
-#include "device.h"
-#endif
 #include "channel.h"
 #include "common/elementtype.h"
 #include "common/gstcudainterop.h"
@@ -52,11 +48,11 @@
 #include "common/clockmapping.h"
 #include "common/frameplanes.h"
 #include "common/urihandler.h"
-#include "host_memory.h"
 #include "ipcsink/slotcopy.h"
 #include "memory/slotmemory.h"
 #include "memory/slotpool.h"
 #include "producer.h"
+#include "slot_backend.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_cuda_sink_ipc_debug);
 #define GST_CAT_DEFAULT gst_cuda_sink_ipc_debug
@@ -299,57 +295,43 @@ static void gst_cuda_sink_ipc_get_property(GObject* object, guint prop_id, GValu
   GST_OBJECT_UNLOCK(self);
 }
 
-// memory=cuda: the device's backend; fills the producer's GPU fields and `device`.
-static gboolean start_cuda(GstCudaSinkIpc* self, const Settings& s, cipc::ProducerConfig& config,
-                           int* device) {
-#ifdef CIPC_HAVE_CUDA
-  SinkPrivate& p = *self->priv;
-  cipc_cuda::DeviceInfo info;
-  cipc_cuda::Status status = cipc_slots::open_device(s.cuda_device_id, &info);
-  if (!status) {
-    GST_ELEMENT_ERROR(self, RESOURCE, NOT_FOUND,
-                      ("No usable CUDA device for memory=cuda: %s.", status.message().c_str()),
-                      ("set memory=host to share host memory instead"));
-    return FALSE;
-  }
-  bool fell_back = false;
-  const cipc::SyncMode sync = cipc_slots::usable_sync_mode(info, s.sync_mode, &fell_back);
-  if (fell_back)
-    GST_ELEMENT_WARNING(self, RESOURCE, SETTINGS,
-                        ("CUDA device %d cannot share events between processes; falling back to "
-                         "sync-mode=cpu.",
-                         info.ordinal),
-                        (nullptr));
-  *device = info.ordinal;
-  p.backend = std::make_shared<cipc_slots::CudaMemoryBackend>(info.ordinal, sync);
-  config.sync_mode = sync;
-  std::copy(info.uuid.begin(), info.uuid.end(), config.gpu_uuid.begin());
-  p.cuda_mps = info.mps_client;
-  GST_INFO_OBJECT(
-      self, "CUDA device %d (%s), sync-mode %s%s", info.ordinal, info.name.c_str(),
-      cipc::to_string(sync),
-      info.mps_client ? ", as an MPS client (one server context for all its clients)" : "");
-  return TRUE;
-#else
-  (void)s;
-  (void)config;
-  (void)device;
-  GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS,
-                    ("memory=cuda is not available: this cudaipc plugin was built without the "
-                     "CUDA toolkit; use memory=host."),
-                    (nullptr));
-  return FALSE;
-#endif
-}
-
-// The slots' memory: the device's for memory=cuda (start_cuda), else host memfds.
+// The slots' memory (publish/slot_backend, shared with libcudaipc's writer): the device's for
+// memory=cuda, else host memfds. Fills the producer's memory, sync and GPU fields and `device`.
 static gboolean open_backend(GstCudaSinkIpc* self, const Settings& s, cipc::ProducerConfig& config,
                              int* device) {
   SinkPrivate& p = *self->priv;
   p.cuda_memory = s.memory == cipc::MemoryKind::kCuda;
-  p.cuda_mps = false;  // start_cuda says
-  if (p.cuda_memory) return start_cuda(self, s, config, device);
-  p.backend = std::make_shared<cipc_slots::HostMemoryBackend>();
+  cipc_publish::SlotBackend opened;
+  std::string why;
+  switch (cipc_publish::open_slot_backend(s.memory, s.cuda_device_id, s.sync_mode, config, &opened,
+                                          &why)) {
+    case cipc_publish::BackendFailure::kNone: break;
+    case cipc_publish::BackendFailure::kNoCudaBuild:
+      GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS,
+                        ("memory=cuda is not available: this cudaipc plugin was built without the "
+                         "CUDA toolkit; use memory=host."),
+                        (nullptr));
+      return FALSE;
+    case cipc_publish::BackendFailure::kNoDevice:
+      GST_ELEMENT_ERROR(self, RESOURCE, NOT_FOUND,
+                        ("No usable CUDA device for memory=cuda: %s.", why.c_str()),
+                        ("set memory=host to share host memory instead"));
+      return FALSE;
+  }
+  p.backend = opened.backend;
+  p.cuda_mps = opened.mps_client;
+  *device = opened.device;
+  if (!p.cuda_memory) return TRUE;
+  if (opened.sync_fell_back)
+    GST_ELEMENT_WARNING(self, RESOURCE, SETTINGS,
+                        ("CUDA device %d cannot share events between processes; falling back to "
+                         "sync-mode=cpu.",
+                         opened.device),
+                        (nullptr));
+  GST_INFO_OBJECT(
+      self, "CUDA device %d (%s), sync-mode %s%s", opened.device, opened.device_name.c_str(),
+      cipc::to_string(opened.sync_mode),
+      opened.mps_client ? ", as an MPS client (one server context for all its clients)" : "");
   return TRUE;
 }
 
@@ -373,7 +355,6 @@ static gboolean start_producer(GstCudaSinkIpc* self, const Settings& s,
   config.allow_other_users = s.allow_other_users;
   config.max_in_flight = s.max_in_flight;
   config.release_timeout_ms = s.release_timeout;
-  config.memory_kind = p.backend->kind();
   auto producer = cipc::Producer::start(config, &p.observer);
   if (!producer) {
     const cipc::Error& e = producer.error();

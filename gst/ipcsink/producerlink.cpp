@@ -49,10 +49,6 @@ void SinkObserver::on_warning(const std::string& text) {
   GST_ELEMENT_WARNING(element_, RESOURCE, OPEN_READ_WRITE, ("%s.", text.c_str()), (nullptr));
 }
 
-guint ProducerLink::consumer_slot_budget(guint max_slots) {
-  return max_slots == 0 ? 0 : max_slots > kWriterSlots ? max_slots - kWriterSlots : 1;
-}
-
 void ProducerLink::set(cipc::Producer* producer) {
   std::lock_guard<std::mutex> guard(lock_);
   producer_ = producer;

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "producer.h"
+#include "slot_indices.h"
 
 namespace cipc_gst {
 
@@ -56,11 +57,14 @@ class SinkObserver final : public cipc::ProducerObserver {
 // Every call is a no-op while no producer is set, apart from the writer's flushing, remembered.
 class ProducerLink {
  public:
-  // Consumers may hold all but these of a bounded pool: the writer needs the rest to go on.
-  static constexpr guint kWriterSlots = 2;
+  // Consumers may hold all but these of a bounded pool: the writer needs the rest to go on
+  // (publish/slot_indices.h, shared with libcudaipc's writer).
+  static constexpr guint kWriterSlots = cipc_publish::kWriterSlots;
   // The slots consumers may hold between them when upstream's pool holds at most `max_slots`
   // (0: it grows as needed, and so does the budget); never less than one.
-  static guint consumer_slot_budget(guint max_slots);
+  static guint consumer_slot_budget(guint max_slots) {
+    return cipc_publish::consumer_slot_budget(max_slots);
+  }
 
   // While the element serves: `producer`; nullptr once it stops. Forgets the writer's flushing.
   void set(cipc::Producer* producer);

@@ -5,6 +5,7 @@
 
 #include "memory/slotmemory.h"
 #include "protocol.h"
+#include "slot_indices.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_cipc_slot_pool_debug);
 #define GST_CAT_DEFAULT gst_cipc_slot_pool_debug
@@ -15,13 +16,10 @@ struct _GstCipcSlotPool {
   CipcSlotPoolHooks* hooks;
   std::atomic<bool> failure_told;
   uint64_t generation;
-  std::atomic<guint> next_index;
+  cipc_publish::SlotIndices* indices;  // the numbering rules shared with the writer
   GstVideoInfo info;
   gboolean configured;
 };
-
-// Beyond any real use: the guard against the atomic index wrapping around.
-constexpr guint kIndexLimit = G_MAXUINT / 2;
 
 G_DEFINE_TYPE_WITH_CODE(GstCipcSlotPool, gst_cipc_slot_pool, GST_TYPE_BUFFER_POOL,
                         GST_DEBUG_CATEGORY_INIT(gst_cipc_slot_pool_debug, "cudaipc-slotpool", 0,
@@ -71,21 +69,20 @@ static gboolean slot_pool_set_config(GstBufferPool* pool, GstStructure* config) 
 }
 
 gboolean gst_cipc_slot_pool_take_index(GstCipcSlotPool* self, guint* index) {
-  // Indices are never reused within a generation (consumers cache imports by index).
-  guint next = self->next_index.load();
-  do {
-    if (next >= kIndexLimit) {
-      GST_ERROR_OBJECT(self, "slot index space exhausted in generation %" G_GUINT64_FORMAT,
-                       self->generation);
-      return FALSE;
-    }
-  } while (!self->next_index.compare_exchange_weak(next, next + 1));
-  if (next == cipc::kMaxSlots)
+  uint32_t taken = 0;
+  bool first_past_limit = false;
+  if (self->indices->take(&taken, &first_past_limit) ==
+      cipc_publish::SlotIndices::Taken::kExhausted) {
+    GST_ERROR_OBJECT(self, "slot index space exhausted in generation %" G_GUINT64_FORMAT,
+                     self->generation);
+    return FALSE;
+  }
+  if (first_past_limit)
     GST_WARNING_OBJECT(self,
                        "slot index limit of %u passed in generation %" G_GUINT64_FORMAT
                        "; further slots of this pool are not shareable",
                        cipc::kMaxSlots, self->generation);
-  *index = next;
+  *index = taken;
   return TRUE;
 }
 
@@ -173,6 +170,7 @@ static void slot_pool_finalize(GObject* object) {
   auto* self = GST_CIPC_SLOT_POOL(object);
   delete self->backend;
   delete self->hooks;
+  delete self->indices;
   G_OBJECT_CLASS(gst_cipc_slot_pool_parent_class)->finalize(object);
 }
 
@@ -192,7 +190,7 @@ static void gst_cipc_slot_pool_init(GstCipcSlotPool* self) {
   self->backend = nullptr;
   self->hooks = nullptr;
   self->generation = 0;
-  new (&self->next_index) std::atomic<guint>(0);
+  self->indices = new cipc_publish::SlotIndices;
   new (&self->failure_told) std::atomic<bool>(false);
   self->configured = FALSE;
 }
@@ -212,11 +210,11 @@ uint64_t gst_cipc_slot_pool_generation(GstCipcSlotPool* pool) {
 }
 
 guint gst_cipc_slot_pool_slots_allocated(GstCipcSlotPool* pool) {
-  return pool->next_index.load();
+  return pool->indices->used();
 }
 
 gboolean gst_cipc_slot_pool_needs_rollover(GstCipcSlotPool* pool) {
-  return pool->next_index.load() >= kCipcSlotPoolRolloverAt;
+  return pool->indices->needs_rollover();
 }
 
 gboolean gst_cipc_slot_pool_video_info(GstCipcSlotPool* pool, GstVideoInfo* info) {

@@ -17,6 +17,7 @@
 #include "memory/slotmemory.h"
 #include "memorybackend.h"
 #include "protocol.h"
+#include "slot_indices.h"
 
 G_BEGIN_DECLS
 
@@ -59,10 +60,10 @@ guint gst_cipc_slot_pool_slots_allocated(GstCipcSlotPool* pool);
 // elsewhere that is sent as a slot of this generation (issue 29). Counts towards the roll-over.
 // FALSE once the index space is exhausted.
 gboolean gst_cipc_slot_pool_take_index(GstCipcSlotPool* pool, guint* index);
-// Once this many indices are used, the pool's generation should be replaced by a new one (same
-// caps) before indices reach cipc::kMaxSlots; the margin covers slots upstream allocates before
-// it renegotiates. Slots at or past kMaxSlots are allocated but must never be sent.
-constexpr guint kCipcSlotPoolRolloverAt = cipc::kMaxSlots - 256;
+// Once kCipcSlotPoolRolloverAt indices are used, the pool's generation should be replaced by a new
+// one (same caps) before indices reach cipc::kMaxSlots (publish/slot_indices.h: the numbering
+// rules the writer shares). Slots at or past kMaxSlots are allocated but must never be sent.
+constexpr guint kCipcSlotPoolRolloverAt = cipc_publish::kRolloverAt;
 gboolean gst_cipc_slot_pool_needs_rollover(GstCipcSlotPool* pool);
 // The video layout the pool was configured with; false before set_config.
 gboolean gst_cipc_slot_pool_video_info(GstCipcSlotPool* pool, GstVideoInfo* info);

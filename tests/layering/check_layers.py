@@ -3,7 +3,8 @@
 """Checks the layering of docs/architecture.md on the product's sources:
 
 - each folder includes headers only of the folders it may depend on (one-way dependencies);
-- no file under ipc/, slots/, cuda/, v4l2/ or bayer/ includes a GStreamer or GLib header;
+- no file under ipc/, slots/, publish/, cuda/, v4l2/, bayer/ or libcudaipc/ includes a GStreamer
+  or GLib header;
 - only cuda/ includes CUDA's headers or calls the CUDA runtime or driver API (cudaXxx(, cuXxx();
   examples/ too, as programs that show applications running their own CUDA work on frames;
 - only v4l2/ issues V4L2 ioctls (ioctl(, v4l2_ioctl(, VIDIOC_*); a socket ioctl (an ioctl( whose
@@ -29,8 +30,9 @@ ALLOWED = {
     "cuda": {"bayer"},
     "v4l2": {"bayer"},
     "slots": {"ipc", "cuda"},
-    "gst": {"ipc", "slots", "cuda", "bayer", "v4l2"},
-    "libcudaipc": {"ipc", "slots", "cuda"},
+    "publish": {"ipc", "slots", "cuda"},
+    "gst": {"ipc", "slots", "publish", "cuda", "bayer", "v4l2"},
+    "libcudaipc": {"ipc", "slots", "publish", "cuda"},
     "examples": {"gst", "libcudaipc"},
 }
 # gst/'s rooms -> the rooms whose headers they may include (besides their own and the lower
@@ -44,7 +46,7 @@ GST_ROOMS = {
     "camera": {"common", "memory"},
 }
 GST_ROOT_SOURCES = {"plugin.cpp"}
-NO_GSTREAMER = {"ipc", "slots", "cuda", "v4l2", "bayer", "libcudaipc"}
+NO_GSTREAMER = {"ipc", "slots", "publish", "cuda", "v4l2", "bayer", "libcudaipc"}
 CUDA_API_ONLY_IN = {"cuda"}
 # Examples are user-facing code: showing an application's own CUDA kernel read a frame in place is
 # their point. They are exempt from the CUDA rule only; includes and ioctls are checked as anywhere.
