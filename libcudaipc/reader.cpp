@@ -15,6 +15,7 @@
 #include <new>
 #include <string>
 
+#include "api_errors.h"
 #include "channel.h"
 #include "consumer_backend.h"
 #include "protocol.h"
@@ -27,33 +28,8 @@
 
 namespace {
 
-thread_local std::string t_last_error;
-
-int fail(int status, std::string text) {
-  t_last_error = std::move(text);
-  return status;
-}
-
-int status_of(const cipc::Error& e) {
-  switch (e.code) {
-    case cipc::ErrorCode::kInvalidArgument: return CUDAIPC_ERROR_INVALID_ARGUMENT;
-    case cipc::ErrorCode::kSystem:
-    case cipc::ErrorCode::kOutOfResources: return CUDAIPC_ERROR_SYSTEM;
-    case cipc::ErrorCode::kAddressInUse:
-    case cipc::ErrorCode::kNotASocket:
-    case cipc::ErrorCode::kConnectFailed:
-    case cipc::ErrorCode::kTimeout: return CUDAIPC_ERROR_NO_PRODUCER;
-    case cipc::ErrorCode::kInterrupted: return CUDAIPC_INTERRUPTED;
-    case cipc::ErrorCode::kClosed: return CUDAIPC_END;
-    case cipc::ErrorCode::kProtocol: return CUDAIPC_ERROR_PROTOCOL;
-    case cipc::ErrorCode::kVersionMismatch:
-    case cipc::ErrorCode::kMemoryKindMismatch:
-    case cipc::ErrorCode::kGpuMismatch:
-    case cipc::ErrorCode::kPermissionDenied: return CUDAIPC_ERROR_REFUSED;
-    case cipc::ErrorCode::kUnsupported: return CUDAIPC_ERROR_UNSUPPORTED;
-  }
-  return CUDAIPC_ERROR_PROTOCOL;
-}
+using cipc_libcudaipc::fail;
+using cipc_libcudaipc::status_of;
 
 // Counters a frame updates after its reader may be gone.
 struct SharedCounters {
@@ -106,12 +82,13 @@ const char* cudaipc_status_name(int status) {
     case CUDAIPC_ERROR_SYSTEM: return "system error";
     case CUDAIPC_ERROR_UNSUPPORTED: return "unsupported";
     case CUDAIPC_ERROR_DISCONNECTED: return "disconnected";
+    case CUDAIPC_ERROR_BUSY: return "busy";
   }
   return "unknown status";
 }
 
 const char* cudaipc_last_error(void) {
-  return t_last_error.c_str();
+  return cipc_libcudaipc::last_error();
 }
 
 void cudaipc_reader_options_init(cudaipc_reader_options* options) {
