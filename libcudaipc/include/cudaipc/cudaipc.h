@@ -75,7 +75,8 @@
  *
  * Writer threads: every cudaipc_writer_* and cudaipc_slot_* function may be called from any
  * thread, also concurrently (several threads may hold slots at once), except close, which must
- * be the writer's last call. cudaipc_writer_interrupt() may also be called from a signal handler.
+ * be the writer's last call. None of them is async-signal-safe: a signal handler sets a flag, or a
+ * thread that takes signals with sigwait() calls cudaipc_writer_interrupt().
  * Frames consumers hold stay valid after close, and after the writing process is gone; slots
  * still lent at close can only be abandoned (publish returns CUDAIPC_END and frees the slot).
  */
