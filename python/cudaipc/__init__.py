@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""Read a live cudasink-ipc stream from Python, in place: no GStreamer, no copies.
+"""Read a live cudasink-ipc stream from Python, in place: no GStreamer, no copies - or serve one.
 
     import cudaipc, torch
 
@@ -63,22 +63,59 @@ run on whatever thread frees the tensor.
 
 Errors: cudaipc.Error (.status, .status_name, .message: the library's sentence), with one
 subclass per status: NoProducerError, RefusedError, ProtocolError, CudaError, SystemCallError,
-UnsupportedError, InvalidArgumentError (also a ValueError), EndOfStream and Interrupted (which
-iterating over a reader turns into the end of the loop), and DisconnectedError (.reason): the
-stream was cut rather than ended - the producer disconnected the reader (a frame held past its
-release-timeout, frames left unread while it waited for them, its ERROR) or vanished without
-ending the stream; it ends a loop over the reader by propagating. Frames that were still queued
-for a reader when it was disconnected are not handed out: the first next() raises. After
-EndOfStream or DisconnectedError every next() raises it again.
+UnsupportedError, InvalidArgumentError (also a ValueError), BusyError (a Writer's socket path is
+served already), EndOfStream and Interrupted (which iterating over a reader turns into the end of
+the loop), and DisconnectedError (.reason): the stream was cut rather than ended - the producer
+disconnected the reader (a frame held past its release-timeout, frames left unread while it
+waited for them, its ERROR) or vanished without ending the stream; it ends a loop over the
+reader by propagating. Frames that were still queued for a reader when it was disconnected are
+not handed out: the first next() raises. After EndOfStream or DisconnectedError every next()
+raises it again.
 
 A pure-Python DLPack deleter cannot keep an exception being raised while a tensor is freed (see
 cudaipc._dlpack): on such paths the caller sees a SystemError, the original is printed as
 "Exception ignored", and the frame is still released.
+
+Publishing (libcudaipc 0.2 or later). cudaipc.Writer serves a stream itself, as cudasink-ipc
+does; consumers (cudasrc-ipc, cudaipc:// URIs, Readers) cannot tell the difference. Frames are
+written straight into the slots consumers map - no copy on either side:
+
+    with cudaipc.Writer("/tmp/cam0.sock", format="BGRx", width=1920, height=1080,
+                        memory="cuda") as writer:
+        stream = torch.cuda.Stream()
+        for n in range(1000):
+            with writer.acquire() as frame:            # a cudaipc.WriterFrame: a lent slot
+                with torch.cuda.stream(stream):
+                    image = torch.from_dlpack(frame)    # (1080, 1920, 4) uint8, writable, in place
+                    image[...] = draw(n)
+                frame.publish(stream=stream)           # once the GPU is done; no CPU wait
+        writer.end_stream()
+
+- Writer(socket_path, format=, width=, height=, memory="cuda"|"host", pool_size=6,
+  backpressure="drop"|"block", max_in_flight=4, release_timeout_ms=2000, live=True, ...):
+  acquire(timeout_ms=-1) lends a slot as a WriterFrame (None on timeout); publish(array) copies
+  an array - a torch/CuPy CUDA tensor, a NumPy array - into a slot and publishes it (one copy,
+  counted in stats["copies"]); set_format(), end_stream(), wait_for_consumer(), interrupt(),
+  stats, close(). BusyError when another producer serves the path.
+- WriterFrame: the writing side of a Frame - the same attributes (width, height, format, memory,
+  device, data_ptr, size, planes) and array interfaces, writable (numpy.asarray(frame),
+  torch.from_dlpack(frame), cupy.asarray(frame); planar formats: frame.planes[i]), plus
+  generation and index. publish(stream=None, pts_ns=None, duration_ns=None) sends it once the
+  work queued on `stream` is done; abandon() gives it back unsent. Leaving `with frame:`
+  unpublished - an exception, Ctrl-C - abandons it, and so does dropping the last reference to
+  it and to the arrays made from it: a slot is never lost. After publish or abandon the frame
+  (and arrays made from it) must not be used: the slot is the consumers', then the next frame's.
+- Blocking calls wait in short slices, so Ctrl-C ends them; a slot acquired as Ctrl-C lands is
+  abandoned. acquire() and publish() raise EndOfStream after end_stream(), Interrupted after
+  interrupt() or close(). See cudaipc.Writer for the threads rules.
 """
 
 from ._capi import (  # noqa: F401 - the public names
     END,
     ERROR_CUDA,
+    BACKPRESSURE_BLOCK,
+    BACKPRESSURE_DROP,
+    ERROR_BUSY,
     ERROR_DISCONNECTED,
     ERROR_INVALID_ARGUMENT,
     ERROR_NO_PRODUCER,
@@ -95,6 +132,7 @@ from ._capi import (  # noqa: F401 - the public names
     STREAM_LEGACY,
     STREAM_PER_THREAD,
     TIMEOUT,
+    BusyError,
     CudaError,
     DisconnectedError,
     EndOfStream,
@@ -109,6 +147,7 @@ from ._capi import (  # noqa: F401 - the public names
     UnsupportedError,
 )
 from ._reader import Frame, FrameInfo, Plane, Reader  # noqa: F401
+from ._writer import SlotInfo, Writer, WriterFrame, WriterPlane  # noqa: F401
 from . import _capi
 
 
@@ -123,21 +162,24 @@ def status_name(status):
 
 
 # Public classes show as cudaipc.X (in tracebacks, repr), not by the private module they live in.
-for _public in (Reader, Frame, FrameInfo, Plane, Error, EndOfStream, DisconnectedError,
-                Interrupted, InvalidArgumentError, NoProducerError, RefusedError, ProtocolError,
-                CudaError, SystemCallError, UnsupportedError, LibraryNotFoundError):
+for _public in (Reader, Frame, FrameInfo, Plane, Writer, WriterFrame, WriterPlane, SlotInfo, Error,
+                EndOfStream, DisconnectedError, Interrupted, InvalidArgumentError,
+                NoProducerError, RefusedError, ProtocolError, CudaError, SystemCallError,
+                UnsupportedError, BusyError, LibraryNotFoundError):
     _public.__module__ = __name__
 del _public
 
 __all__ = [
     "Reader", "Frame", "FrameInfo", "Plane", "library_version", "status_name",
+    "Writer", "WriterFrame", "WriterPlane", "SlotInfo",
     "Error", "EndOfStream", "DisconnectedError", "Interrupted", "InvalidArgumentError",
     "NoProducerError", "RefusedError", "ProtocolError", "CudaError", "SystemCallError",
-    "UnsupportedError",
+    "UnsupportedError", "BusyError",
     "LibraryNotFoundError",
     "OK", "TIMEOUT", "END", "INTERRUPTED", "ERROR_INVALID_ARGUMENT", "ERROR_NO_PRODUCER",
     "ERROR_REFUSED", "ERROR_PROTOCOL", "ERROR_CUDA", "ERROR_SYSTEM", "ERROR_UNSUPPORTED",
-    "ERROR_DISCONNECTED",
+    "ERROR_DISCONNECTED", "ERROR_BUSY",
+    "BACKPRESSURE_DROP", "BACKPRESSURE_BLOCK",
     "FRAME_DISCONT", "FRAME_DELTA_UNIT", "FRAME_GAP", "FRAME_LIVE",
     "STREAM_LEGACY", "STREAM_PER_THREAD",
 ]

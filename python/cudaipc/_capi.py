@@ -27,6 +27,7 @@ ERROR_CUDA = -5
 ERROR_SYSTEM = -6
 ERROR_UNSUPPORTED = -7
 ERROR_DISCONNECTED = -8
+ERROR_BUSY = -9  # since 0.2: writer open, another producer serves the socket path
 
 # What cudaipc_status_name() says, for errors raised before the library is loaded.
 STATUS_NAMES = {
@@ -42,12 +43,17 @@ STATUS_NAMES = {
     ERROR_SYSTEM: "system error",
     ERROR_UNSUPPORTED: "unsupported",
     ERROR_DISCONNECTED: "disconnected",
+    ERROR_BUSY: "busy",
 }
 
 # cudaipc_memory
 MEMORY_ANY = 0
 MEMORY_HOST = 1
 MEMORY_CUDA = 2
+
+# cudaipc_backpressure (writers, since 0.2)
+BACKPRESSURE_DROP = 0
+BACKPRESSURE_BLOCK = 1
 
 # cudaipc_frame_info.flags
 FRAME_DISCONT = 1
@@ -111,6 +117,68 @@ class ReaderStats(ctypes.Structure):
     ]
 
 
+class WriterOptions(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("socket_path", ctypes.c_char_p),
+        ("format", ctypes.c_char_p),
+        ("width", ctypes.c_uint32),
+        ("height", ctypes.c_uint32),
+        ("framerate_num", ctypes.c_uint32),
+        ("framerate_den", ctypes.c_uint32),
+        ("memory", ctypes.c_int),
+        ("cuda_device", ctypes.c_int),
+        ("pool_size", ctypes.c_uint32),
+        ("backpressure", ctypes.c_int),
+        ("max_in_flight", ctypes.c_uint32),
+        ("release_timeout_ms", ctypes.c_uint32),
+        ("socket_mode", ctypes.c_uint32),
+        ("allow_other_users", ctypes.c_int),
+        ("instance_id", ctypes.c_uint64),
+        ("live", ctypes.c_int),
+    ]
+
+
+class SlotInfo(ctypes.Structure):
+    _fields_ = [
+        ("memory", ctypes.c_int),
+        ("device", ctypes.c_int),
+        ("data", ctypes.c_uint64),
+        ("size", ctypes.c_uint64),
+        ("capacity", ctypes.c_uint64),
+        ("width", ctypes.c_uint32),
+        ("height", ctypes.c_uint32),
+        ("format", ctypes.c_char * 16),
+        ("n_planes", ctypes.c_uint32),
+        ("plane_offset", ctypes.c_uint64 * MAX_PLANES),
+        ("plane_stride", ctypes.c_int32 * MAX_PLANES),
+        ("generation", ctypes.c_uint64),
+        ("index", ctypes.c_uint32),
+        ("reserved0", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint64 * 8),
+    ]
+
+
+class WriterStats(ctypes.Structure):
+    _fields_ = [
+        ("frames_published", ctypes.c_uint64),
+        ("frames_sent", ctypes.c_uint64),
+        ("frames_dropped", ctypes.c_uint64),
+        ("frames_abandoned", ctypes.c_uint64),
+        ("acquire_timeouts", ctypes.c_uint64),
+        ("copies", ctypes.c_uint64),
+        ("consumers", ctypes.c_uint64),
+        ("consumers_total", ctypes.c_uint64),
+        ("consumers_evicted", ctypes.c_uint64),
+        ("slots_allocated", ctypes.c_uint64),
+        ("slots_retired", ctypes.c_uint64),
+        ("generations", ctypes.c_uint64),
+        ("cuda_mps", ctypes.c_uint32),
+        ("reserved0", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint64 * 8),
+    ]
+
+
 # The library writes whole structs of its own size: a newer libcudaipc may have grown them. Each
 # is filled in a buffer with room to spare and read through our (older or equal) layout.
 _SPARE_BYTES = 512
@@ -144,7 +212,9 @@ class Error(Exception):
 
 
 class EndOfStream(Error):
-    """The stream ended: the producer sent end-of-stream, or stopped (without reconnect)."""
+    """The stream ended: the producer sent end-of-stream, or stopped (without reconnect).
+    Writers: end_stream() was called (acquire() and publish() raise it from then on), or a frame
+    lent before close() was published."""
 
 
 class DisconnectedError(Error):
@@ -159,7 +229,8 @@ class DisconnectedError(Error):
 
 
 class Interrupted(Error):
-    """Reader.interrupt() (or close() from another thread) ended a next() in progress."""
+    """Reader.interrupt() (or close() from another thread) ended a next() in progress; for a
+    Writer, interrupt() or close() ended an acquire(), publish() or wait_for_consumer()."""
 
 
 class InvalidArgumentError(Error, ValueError):
@@ -191,6 +262,11 @@ class UnsupportedError(Error):
     or a video format the library cannot describe."""
 
 
+class BusyError(Error):
+    """Writer: another producer (a Writer, or cudasink-ipc) already serves the socket path; the
+    message names it."""
+
+
 _ERROR_TYPES = {
     END: EndOfStream,
     INTERRUPTED: Interrupted,
@@ -202,6 +278,7 @@ _ERROR_TYPES = {
     ERROR_SYSTEM: SystemCallError,
     ERROR_UNSUPPORTED: UnsupportedError,
     ERROR_DISCONNECTED: DisconnectedError,
+    ERROR_BUSY: BusyError,
 }
 
 
@@ -224,9 +301,11 @@ def status_name(status):
 
 _lib = None
 _lib_lock = threading.Lock()
+_writer_missing = []  # writer functions the loaded library lacks (a libcudaipc 0.1)
 
 
 def _declare(lib):
+    """Declares the prototypes; returns the names of the writer functions the library lacks."""
     c_int, c_void_p, c_char_p = ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p
     handle_out = ctypes.POINTER(c_void_p)
     prototypes = {
@@ -247,6 +326,35 @@ def _declare(lib):
         function = getattr(lib, name)
         function.restype = restype
         function.argtypes = argtypes
+    # Publishing (since 0.2): declared where the library has it, so that readers keep working
+    # with a libcudaipc 0.1; Writer says what is missing (writer_unavailable()).
+    writer_prototypes = {
+        "cudaipc_writer_options_init": (None, [ctypes.POINTER(WriterOptions)]),
+        "cudaipc_writer_open": (c_int, [ctypes.POINTER(WriterOptions), handle_out]),
+        "cudaipc_writer_acquire": (c_int, [c_void_p, c_int, handle_out]),
+        "cudaipc_slot_get_info": (c_int, [c_void_p, ctypes.POINTER(SlotInfo)]),
+        "cudaipc_slot_publish": (c_int, [c_void_p, c_void_p, ctypes.c_uint64, ctypes.c_uint64]),
+        "cudaipc_slot_abandon": (None, [c_void_p]),
+        "cudaipc_writer_publish_copy": (c_int, [c_void_p, c_void_p, ctypes.c_size_t, c_void_p,
+                                                ctypes.c_uint64, ctypes.c_uint64, c_int]),
+        "cudaipc_writer_set_format": (c_int, [c_void_p, c_char_p, ctypes.c_uint32,
+                                              ctypes.c_uint32]),
+        "cudaipc_writer_end_stream": (c_int, [c_void_p]),
+        "cudaipc_writer_wait_for_consumer": (c_int, [c_void_p, c_int]),
+        "cudaipc_writer_interrupt": (c_int, [c_void_p]),
+        "cudaipc_writer_get_stats": (c_int, [c_void_p, ctypes.POINTER(WriterStats)]),
+        "cudaipc_writer_close": (None, [c_void_p]),
+    }
+    missing = []
+    for name, (restype, argtypes) in writer_prototypes.items():
+        try:
+            function = getattr(lib, name)
+        except AttributeError:
+            missing.append(name)
+            continue
+        function.restype = restype
+        function.argtypes = argtypes
+    return missing
 
 
 def _load():
@@ -260,8 +368,7 @@ def _load():
     for candidate in dict.fromkeys(candidates):  # in order, without repeats
         try:
             lib = ctypes.CDLL(candidate)  # CDLL: every call releases the GIL
-            _declare(lib)
-            return lib
+            return lib, _declare(lib)
         except (OSError, AttributeError) as e:
             failures.append(f"{candidate}: {e}")
     if configured:
@@ -275,11 +382,12 @@ def _load():
 
 def lib():
     """The loaded library (loaded on first use, so that `import cudaipc` never fails)."""
-    global _lib
+    global _lib, _writer_missing
     if _lib is None:
         with _lib_lock:
             if _lib is None:
-                _lib = _load()
+                loaded, _writer_missing = _load()
+                _lib = loaded
     return _lib
 
 
@@ -287,6 +395,17 @@ def last_error():
     """The library's sentence for the last failure on this thread."""
     text = lib().cudaipc_last_error()
     return text.decode("utf-8", "replace") if text else ""
+
+
+def writer_unavailable():
+    """None if the library can publish (libcudaipc 0.2 or later), else a sentence saying why
+    not."""
+    loaded = lib()
+    if not _writer_missing:
+        return None
+    return (f"this libcudaipc ({loaded.cudaipc_version().decode('ascii', 'replace')}, "
+            f"{loaded._name}) cannot publish: it has no {_writer_missing[0]}() (writers need "
+            f"libcudaipc 0.2 or later)")
 
 
 def check(status):

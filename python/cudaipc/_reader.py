@@ -175,12 +175,13 @@ class _HostArrayView:
         self.__array_interface__ = interface
 
 
-class Plane(_ArrayExports):
-    """One plane of a frame: offset and stride (bytes), and, where cudaipc knows the format's
-    layout, the plane's visible pixels as an array (shape, typestr) through the same interfaces
-    as a Frame. Keeps its frame claimed for as long as it (or an array made from it) lives."""
+class _PlaneMembers:
+    """What a plane of a frame is, for a Reader's frames (Plane) and a Writer's (WriterPlane):
+    offset and stride (bytes), and, where cudaipc knows the format's layout, the plane's visible
+    pixels as an array (shape, typestr). Keeps its frame alive (claimed, or lent) for as long as
+    it, or an array made from it, lives."""
 
-    __slots__ = ("_frame", "index", "_layout", "_why")
+    __slots__ = ()
 
     def __init__(self, frame, index, layout, why):
         self._frame = frame
@@ -234,8 +235,16 @@ class Plane(_ArrayExports):
         return self._layout.row_bytes if self._layout else None
 
     def __repr__(self):
-        return (f"<cudaipc.Plane {self.index} of {self._frame.format} shape={self.shape} "
-                f"offset={self.offset} stride={self.stride}>")
+        return (f"<cudaipc.{type(self).__name__} {self.index} of {self._frame.format} "
+                f"shape={self.shape} offset={self.offset} stride={self.stride}>")
+
+
+class Plane(_PlaneMembers, _ArrayExports):
+    """One plane of a frame: offset and stride (bytes), and, where cudaipc knows the format's
+    layout, the plane's visible pixels as an array (shape, typestr) through the same interfaces
+    as a Frame. Keeps its frame claimed for as long as it (or an array made from it) lives."""
+
+    __slots__ = ("_frame", "index", "_layout", "_why")
 
 
 class _FrameHandle:
