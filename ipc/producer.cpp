@@ -455,7 +455,8 @@ void Producer::handshake(Session& session, const Hello& hello, Deferred& deferre
              "the producer's pool leaves consumers " + std::to_string(slot_budget_) +
                  " slots and it already serves " + std::to_string(consumers) +
                  " consumer(s), each of which may keep a frame until a newer one comes; another "
-                 "consumer would starve the writer. Let upstream grow the pool, or raise its size",
+                 "consumer would starve the writer. " +
+                 config_.pool_advice,
              deferred);
       return;
     }

@@ -57,6 +57,8 @@ struct ProducerConfig {
   // read_releases_now() ends it early (a writer waiting for a free slot); 0: always read them at
   // once on the I/O thread.
   uint32_t lazy_release_ms = 100;
+  // What a consumer turned away by the slot budget (set_slot_budget) is told to do about it.
+  std::string pool_advice = "Let upstream grow the pool, or raise its size";
   MemoryKind memory_kind = MemoryKind::kHost;
   SyncMode sync_mode = SyncMode::kNone;
   GpuUuid gpu_uuid{};

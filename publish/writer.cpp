@@ -90,6 +90,7 @@ Outcome Writer::open(const WriterConfig& config, cipc::ProducerObserver* observe
   if (config.pool_size < 1 || config.pool_size > 64)
     return {Code::kInvalid, "the pool size must be between 1 and 64 slots"};
   cipc::ProducerConfig producer_config = config.producer;
+  producer_config.pool_advice = "Raise the writer's pool_size (it admits pool_size - 2 consumers)";
   std::string why;
   switch (open_slot_backend(config.memory, config.cuda_device, config.sync_mode, producer_config,
                             &core->backend, &why)) {
@@ -238,17 +239,33 @@ Outcome Loan::publish(const PublishOptions& options) {
   return Outcome::ok();
 }
 
+// Whether rows of `src_stride` bytes in plane 0 (each other plane's scaled by its stride_shift)
+// hold every plane's pixels: a shorter stride would read past the caller's frame.
+static Outcome check_source_stride(const FrameLayout& l, size_t src_stride) {
+  if (src_stride == 0) return Outcome::ok();
+  for (uint32_t p = 0; p < l.n_planes; ++p) {
+    const size_t stride = src_stride >> l.stride_shift[p];
+    if (stride < l.plane_row_bytes[p])
+      return {Code::kInvalid,
+              "rows of " + std::to_string(src_stride) + " bytes leave plane " + std::to_string(p) +
+                  " rows of " + std::to_string(stride) + " bytes, shorter than its " +
+                  std::to_string(l.plane_row_bytes[p]) + " bytes of pixels (" + l.format + " " +
+                  std::to_string(l.width) + "x" + std::to_string(l.height) + ")"};
+  }
+  return Outcome::ok();
+}
+
 Outcome Writer::publish_copy(const void* src, size_t src_stride, int timeout_ms,
                              const PublishOptions& options) {
   if (src == nullptr) return {Code::kInvalid, "the source frame is NULL"};
+  // Checked before a slot is waited for, and again against the slot's own format (set_format
+  // may have run in between).
+  if (Outcome o = check_source_stride(format(), src_stride); !o) return o;
   std::unique_ptr<Loan> loan;
   Outcome o = acquire(timeout_ms, &loan);
   if (!o) return o;
   const FrameLayout& l = loan->layout();
-  if (src_stride != 0 && src_stride < l.plane_row_bytes[0])
-    return {Code::kInvalid, "rows of " + std::to_string(src_stride) +
-                                " bytes are shorter than one row of the frame (" +
-                                std::to_string(l.plane_row_bytes[0]) + " bytes)"};
+  if (Outcome bad = check_source_stride(l, src_stride); !bad) return bad;
   const auto* from = static_cast<const uint8_t*>(src);
   auto* to = static_cast<uint8_t*>(loan->data());
   uint64_t src_offset = 0;

@@ -586,6 +586,26 @@ TEST_F(Writer, PublishCopyCountsOneCopyPerFrameAndLandsBitExact) {
             CUDAIPC_ERROR_INVALID_ARGUMENT);  // rows shorter than the frame's
 }
 
+// A stride that holds plane 0's rows but not a chroma plane's (odd widths) is refused before
+// anything is read or waited for: the copy would read past the caller's frame.
+TEST_F(Writer, PublishCopyRefusesAStrideTooShortForAChromaPlane) {
+  cudaipc_writer_options o = options("NV12", 321, 241);
+  ASSERT_EQ(open(o), CUDAIPC_OK);
+  std::vector<uint8_t> frame(321 * 241 * 2);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(cudaipc_writer_publish_copy(writer_, frame.data(), 321, nullptr, CUDAIPC_NO_TIMESTAMP,
+                                        CUDAIPC_NO_TIMESTAMP, 5000),
+            CUDAIPC_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(cudaipc_last_error()).find("plane 1"), std::string::npos)
+      << cudaipc_last_error();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(1000));
+  EXPECT_EQ(stats().frames_abandoned, 0u);
+  EXPECT_EQ(cudaipc_writer_publish_copy(writer_, frame.data(), 322, nullptr, CUDAIPC_NO_TIMESTAMP,
+                                        CUDAIPC_NO_TIMESTAMP, 5000),
+            CUDAIPC_OK)
+      << cudaipc_last_error();
+}
+
 TEST_F(Writer, BadOptionsAreRefusedWithASentence) {
   struct Case {
     const char* format;
