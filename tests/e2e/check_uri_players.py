@@ -7,6 +7,9 @@ Two real processes:
   producer  gst-launch-1.0 videotestsrc is-live=true pattern=smpte horizontal-speed=1 num-buffers=N
               ! BGRA 320x240 30/1 ! tee ! queue ! cudasink-ipc memory=host socket-path=S
               tee. ! queue ! checksumsink                  (the checksum of every frame sent)
+            or, with --producer writer (issue 45: consumers cannot tell a writer from the
+            element), a Python program publishing N frames of its own through cudaipc.Writer
+            (memory="host", BGRA 320x240 at 30 frames/s), printing the same checksum lines
   consumer  one of (--player):
     gst-play  gst-play-1.0 --videosink=checksumsink cudaipc://S?connect-timeout=10000
     playbin   gst-launch-1.0 playbin uri=cudaipc://S?connect-timeout=10000 video-sink=checksumsink
@@ -73,6 +76,30 @@ def read_with_opencv(uri, deadline):
     return shape, sums
 
 
+# The --producer writer program: N distinct BGRA frames drawn into the writer's slots through
+# ctypes (no NumPy needed), 30 per second, each one's SHA-1 printed as checksumsink prints it.
+WRITER_PROGRAM = f"""
+import ctypes, hashlib, sys, time
+import cudaipc
+path, frames = sys.argv[1], int(sys.argv[2])
+size = {WIDTH} * {HEIGHT} * 4
+with cudaipc.Writer(path, format="BGRA", width={WIDTH}, height={HEIGHT}, memory="host",
+                    framerate=({FPS}, 1)) as writer:
+    start = time.monotonic()
+    for n in range(frames):
+        time.sleep(max(0.0, start + n / {FPS} - time.monotonic()))
+        row = bytes((x * 3 + n * 5 + c) % 256 for x in range({WIDTH}) for c in range(4))
+        content = b"".join(row[(y * 4) % len(row):] + row[:(y * 4) % len(row)]
+                           for y in range({HEIGHT}))
+        with writer.acquire() as frame:
+            ctypes.memmove(frame.data_ptr, content, size)
+            frame.publish(duration_ns=1000000000 // {FPS})
+        print(f"0:00:00.{{n:09d}} {{hashlib.sha1(content).hexdigest()}}", flush=True)
+    writer.end_stream()
+    time.sleep(1)  # the players read the last frames and the EOS before the writer goes
+"""
+
+
 def in_sent_order(received, sent):
     """Whether every received checksum is a sent frame's and they come in the order sent."""
     position = {}
@@ -89,12 +116,14 @@ def in_sent_order(received, sent):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--player", choices=["gst-play", "playbin", "opencv"], required=True)
+    ap.add_argument("--producer", choices=["cudasink-ipc", "writer"], default="cudasink-ipc",
+                    help="the element, or an application publishing through cudaipc.Writer")
     ap.add_argument("--frames", type=int, default=150, help="frames the producer sends (30/s)")
     ap.add_argument("--min-frames", type=int, default=75,
                     help="distinct frames that must arrive (half of what is sent)")
     ap.add_argument("--deadline", type=float, default=60.0, help="seconds for the whole run")
     args = ap.parse_args()
-    name = f"uri-{args.player}"
+    name = f"uri-{args.player}" + ("-writer" if args.producer == "writer" else "")
 
     launch, inspect, status = tools_and_plugin(name)
     if status is not None:
@@ -133,6 +162,8 @@ def main():
                     "horizontal-speed=1", f"num-buffers={args.frames}", "!", VIDEO_CAPS, "!",
                     "tee", "name=t", "!", "queue", "!", "cudasink-ipc", "memory=host",
                     f"socket-path={socket_path}", "t.", "!", "queue", "!", "checksumsink"]
+    if args.producer == "writer":
+        producer_cmd = [sys.executable, "-c", WRITER_PROGRAM, socket_path, str(args.frames)]
     if args.player == "gst-play":
         consumer_cmd = [play, "--no-interactive", "--videosink=checksumsink", uri + query]
     else:
