@@ -9,9 +9,9 @@
 //   cudaipc-writer-peer read --socket P [--frames N --record FILE --memory cuda|host]
 //
 // write: a GPU writer as an application would be: frame n (BGRx) is drawn by the test-pattern
-// kernel (seed n) on the peer's own stream straight into an acquired slot, which is published
-// with that stream - nothing is copied, the CPU does not wait. --copy draws into a buffer of the
-// peer's own instead and publishes it with cudaipc_writer_publish_copy (one device-to-device
+// kernel (seed frame_seed(n)) on the peer's own stream straight into an acquired slot, which is
+// published with that stream - nothing is copied, the CPU does not wait. --copy draws into a buffer
+// of the peer's own instead and publishes it with cudaipc_writer_publish_copy (one device-to-device
 // copy per frame). --memory host draws on the CPU (fill_pattern_cpu). It waits for --consumers
 // consumers first, then publishes N frames (--fps 0: unpaced) and ends the stream.
 // read: the C reader; per frame waits for readiness on its stream, checksums on the GPU and
@@ -141,6 +141,16 @@ class GpuChecksum {
 
 constexpr long kWarmupFrames = 30;
 
+// The test pattern's seed for frame n: the kernel uses bits 13-20 of seed * 2246822519, so
+// seeds are chosen to put n there - any 256 consecutive frames then all differ, and a frame
+// left from an earlier use of its slot shows.
+uint32_t frame_seed(long n) {
+  const uint32_t k = 2246822519u;
+  uint32_t inverse = k;  // Newton's iteration for k's inverse modulo 2^32 (k is odd)
+  for (int i = 0; i < 5; ++i) inverse *= 2u - k * inverse;
+  return (uint32_t(n) << 13) * inverse;
+}
+
 // Process CPU and per-thread usage per frame after the warm-up, as cudaipc-cuda-peer prints it.
 class Meter {
  public:
@@ -221,7 +231,7 @@ int run_write(const Options& o) {
       timespec ts{time_t(due / 1000000000ull), long(due % 1000000000ull)};
       clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr);
     }
-    const uint32_t seed = uint32_t(n);
+    const uint32_t seed = frame_seed(n);
     uint64_t sum = 0;
     if (o.copy) {
       if (cuda) {

@@ -160,6 +160,8 @@ def read(args):
                 counts.append(backend.differing(image, backend.pattern(n)))
                 del image
             received += 1
+            if received % 100 == 0:
+                print(f"PROGRESS {received}", flush=True)  # what a timeout message names
         stats = reader.stats
     print("RESULT", json.dumps({"received": received, "differing_bytes": backend.total(counts),
                                 "out_of_order": out_of_order[:10],
@@ -185,12 +187,17 @@ def write(args):
                 lines.put(line.rstrip("\n"))
             lines.put(None)
 
+        last = ["nothing"]
+
         def next_line(timeout_s, waiting_for):
             try:
-                return lines.get(timeout=timeout_s)
+                line = lines.get(timeout=timeout_s)
             except queue.Empty:
                 raise SystemExit(f"gpu-torch-writer: no {waiting_for} from the reader within "
-                                 f"{timeout_s} s") from None
+                                 f"{timeout_s} s (its last line: {last[0]}; the writer published "
+                                 f"{writer.stats['frames_published']})") from None
+            last[0] = line
+            return line
 
         threading.Thread(target=pump, daemon=True).start()
         try:
