@@ -281,7 +281,33 @@ def _info_property(name):
     return property(lambda self: getattr(self._info, name), doc=f"FrameInfo.{name}")
 
 
-class Frame(_ArrayExports):
+class _FrameLayouts:
+    """What a frame of either side (Frame, WriterFrame) derives from its plane layouts
+    (self._layouts, or None with the reason in self._why): its planes, and itself as an array
+    where the format is packed."""
+
+    __slots__ = ()
+
+    def _make_planes(self, plane_type):
+        if self._layouts is not None:
+            return [plane_type(self, index, layout, None)
+                    for index, layout in enumerate(self._layouts)]
+        return [plane_type(self, index, None, self._why) for index in range(self._info.n_planes)]
+
+    def _owning_frame(self):
+        return self
+
+    def _array_layout(self):
+        if self._layouts is None:
+            raise TypeError(f"cannot use this {self.format} frame as an array: {self._why}")
+        if not _formats.is_packed(self.format):
+            raise TypeError(f"a {self.format} frame has {len(self._layouts)} planes: use "
+                            f"frame.planes[i] as arrays (e.g. numpy.asarray(frame.planes[0]) or "
+                            f"torch.from_dlpack(frame.planes[0]) for the luma plane)")
+        return self._layouts[0]
+
+
+class Frame(_FrameLayouts, _ArrayExports):
     """A frame received from the producer: the producer's own memory, claimed until released.
 
     Release it with release() (or `with frame:`), or let it go: the last reference to the Frame,
@@ -333,21 +359,7 @@ class Frame(_ArrayExports):
     def planes(self):
         """The frame's planes (a new list of Plane objects each time; each keeps the frame
         claimed)."""
-        if self._layouts is not None:
-            return [Plane(self, index, layout, None) for index, layout in enumerate(self._layouts)]
-        return [Plane(self, index, None, self._why) for index in range(self._info.n_planes)]
-
-    def _owning_frame(self):
-        return self
-
-    def _array_layout(self):
-        if self._layouts is None:
-            raise TypeError(f"cannot use this {self.format} frame as an array: {self._why}")
-        if not _formats.is_packed(self.format):
-            raise TypeError(f"a {self.format} frame has {len(self._layouts)} planes: use "
-                            f"frame.planes[i] as arrays (e.g. numpy.asarray(frame.planes[0]) or "
-                            f"torch.from_dlpack(frame.planes[0]) for the luma plane)")
-        return self._layouts[0]
+        return self._make_planes(Plane)
 
     def _check_held(self):
         if not self._handle.pointer:

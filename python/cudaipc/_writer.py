@@ -14,7 +14,7 @@ import threading
 import time
 
 from . import _capi, _dlpack, _formats
-from ._reader import _SLICE_MS, _ArrayExports, _PlaneMembers, stream_handle
+from ._reader import _SLICE_MS, _ArrayExports, _FrameLayouts, _PlaneMembers, stream_handle
 
 _MEMORY_OPTIONS = {"cuda": _capi.MEMORY_CUDA, "host": _capi.MEMORY_HOST}
 _MEMORY_NAMES = {_capi.MEMORY_HOST: "host", _capi.MEMORY_CUDA: "cuda"}
@@ -281,7 +281,7 @@ def _timestamp(name, value):
     return int(value)
 
 
-class WriterFrame(_WritableExports):
+class WriterFrame(_FrameLayouts, _WritableExports):
     """A slot lent by Writer.acquire(): write the frame into it, then publish() it, or abandon()
     it. (The C API's cudaipc_slot; it is named after a Reader's Frame, whose attributes, planes
     and array interfaces it shares - writable here.)
@@ -343,22 +343,7 @@ class WriterFrame(_WritableExports):
     def planes(self):
         """The frame's planes (a new list of WriterPlane objects each time; each keeps the frame
         alive)."""
-        if self._layouts is not None:
-            return [WriterPlane(self, index, layout, None)
-                    for index, layout in enumerate(self._layouts)]
-        return [WriterPlane(self, index, None, self._why) for index in range(self._info.n_planes)]
-
-    def _owning_frame(self):
-        return self
-
-    def _array_layout(self):
-        if self._layouts is None:
-            raise TypeError(f"cannot use this {self.format} frame as an array: {self._why}")
-        if not _formats.is_packed(self.format):
-            raise TypeError(f"a {self.format} frame has {len(self._layouts)} planes: use "
-                            f"frame.planes[i] as arrays (e.g. numpy.asarray(frame.planes[0]) or "
-                            f"torch.from_dlpack(frame.planes[0]) for the luma plane)")
-        return self._layouts[0]
+        return self._make_planes(WriterPlane)
 
     def _check_held(self):
         if not self._handle.pointer:
