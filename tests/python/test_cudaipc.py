@@ -470,8 +470,10 @@ class CudaipcTest(unittest.TestCase):
         while interrupts < 20 and time.monotonic() < deadline:
             timer = threading.Timer(0.001 + (interrupts % 7) * 0.0013,
                                     os.kill, (os.getpid(), signal.SIGINT))
-            timer.start()
             try:
+                # Started inside the try: on a loaded machine the SIGINT can land before start()
+                # returns, and that too is an interrupt the reader must survive.
+                timer.start()
                 while True:
                     frame = reader.next(FRAME_TIMEOUT_MS)
                     self.assertIsNotNone(frame)

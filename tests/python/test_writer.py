@@ -175,11 +175,21 @@ writer = cudaipc.Writer(sys.argv[1], format="BGRx", width=64, height=48, memory=
                         pool_size=4)
 held = [writer.acquire(0) for _ in range(3)]
 assert all(frame is not None for frame in held), held
-print("READY", flush=True)
 interrupts = 0
+reported = -1
 k = 0
-while interrupts < 20:
+while True:
     try:
+        # Said from inside the try: the parent sends the next SIGINT when it reads this line,
+        # and that signal must not find the loop between two try blocks.
+        if reported < 0:
+            print("READY", flush=True)
+            reported = 0
+        if reported < interrupts:
+            print("INTERRUPTED", interrupts, flush=True)
+            reported = interrupts
+        if interrupts == 20:
+            break
         while True:
             k += 1
             with writer.acquire() as frame:
@@ -192,7 +202,6 @@ while interrupts < 20:
             time.sleep(random.random() * 0.002)
     except KeyboardInterrupt:
         interrupts += 1
-        print("INTERRUPTED", interrupts, flush=True)
 for frame in held:
     frame.abandon()
 slots = [writer.acquire(2000) for _ in range(4)]
