@@ -30,10 +30,14 @@ import argparse
 import importlib.util
 import json
 import os
+import faulthandler
 import queue
+import shutil
+import signal
 import subprocess
 import sys
 import threading
+import time
 
 import cudaipc
 
@@ -142,6 +146,7 @@ def backend_for(width, height):
 
 def read(args):
     """The reader: every frame until the stream ends, compared on the GPU."""
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # the writer asks when it waits long
     backend = backend_for(args.width, args.height)
     received, out_of_order, bad_duration, counts = 0, [], [], []
     with cudaipc.Reader(args.path, memory="cuda", max_in_flight=4) as reader:
@@ -162,11 +167,27 @@ def read(args):
             received += 1
             if received % 100 == 0:
                 print(f"PROGRESS {received}", flush=True)  # what a timeout message names
+        print("ENDED", flush=True)  # the stream's end reached the reader
         stats = reader.stats
-    print("RESULT", json.dumps({"received": received, "differing_bytes": backend.total(counts),
+    print("CLOSED", flush=True)
+    total = backend.total(counts)  # waits for the comparisons on the GPU
+    print("RESULT", json.dumps({"received": received, "differing_bytes": total,
                                 "out_of_order": out_of_order[:10],
                                 "bad_duration": bad_duration[:10], "stats": stats}), flush=True)
     return 0
+
+
+def show_reader_stacks(child):
+    """What a reader that stopped talking is doing: its Python threads (faulthandler, SIGUSR1)
+    and, where gdb is installed, its native threads. On this process's stderr."""
+    if child.poll() is not None:
+        return
+    child.send_signal(signal.SIGUSR1)
+    time.sleep(1)
+    gdb = shutil.which("gdb") or shutil.which("cuda-gdb")
+    if gdb:
+        subprocess.run([gdb, "-batch", "-p", str(child.pid), "-ex", "thread apply all bt"],
+                       stdout=sys.stderr, stderr=subprocess.STDOUT, timeout=120, check=False)
 
 
 def write(args):
@@ -193,9 +214,10 @@ def write(args):
             try:
                 line = lines.get(timeout=timeout_s)
             except queue.Empty:
+                show_reader_stacks(child)
                 raise SystemExit(f"gpu-torch-writer: no {waiting_for} from the reader within "
-                                 f"{timeout_s} s (its last line: {last[0]}; the writer published "
-                                 f"{writer.stats['frames_published']})") from None
+                                 f"{timeout_s} s (its last line: {last[0]}; the writer's stats: "
+                                 f"{json.dumps(writer.stats)})") from None
             last[0] = line
             return line
 
