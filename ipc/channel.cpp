@@ -212,6 +212,9 @@ IoResult Channel::send(const std::vector<uint8_t>& bytes, const int* fds, size_t
     if (n >= 0) return IoResult::kOk;
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return IoResult::kWouldBlock;
+    // Descriptors this user has in flight, unread by their receivers, exceed RLIMIT_NOFILE: the
+    // receivers will take some (and the descriptor can go later), the connection is fine.
+    if (errno == ETOOMANYREFS && n_fds > 0) return IoResult::kWouldBlock;
     if (errno == EPIPE || errno == ECONNRESET || errno == ENOTCONN) {
       set_error(error, "peer closed the connection");
       return IoResult::kClosed;
@@ -219,6 +222,12 @@ IoResult Channel::send(const std::vector<uint8_t>& bytes, const int* fds, size_t
     set_error(error, std::string("sendmsg(): ") + std::strerror(errno));
     return IoResult::kError;
   }
+}
+
+size_t Channel::unread_bytes() const {
+  int queued = 0;
+  if (!fd_ || ::ioctl(fd_.get(), SIOCOUTQ, &queued) != 0 || queued < 0) return 0;
+  return static_cast<size_t>(queued);
 }
 
 bool Channel::peer_has_unread() const {

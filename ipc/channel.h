@@ -61,11 +61,17 @@ class Channel {
   // Whether packets sent here are still queued, unread by the peer (SIOCOUTQ: an AF_UNIX sender
   // is charged for each packet until the receiver has read it). False when unknown.
   bool peer_has_unread() const;
+  // Bytes the packets sent here and not read by the peer yet are charged for (SIOCOUTQ: their
+  // kernel buffers included; a send that would take it past SO_SNDBUF would block); 0 when
+  // unknown.
+  size_t unread_bytes() const;
   // Whether the peer has closed its end (what it sent before may still be queued here). Never
   // blocks; false when unknown.
   bool peer_hung_up() const;
 
-  // Sends one packet without blocking. `error` receives a reason for kError.
+  // Sends one packet without blocking. `error` receives a reason for kError. kWouldBlock: the
+  // socket is full, or (with descriptors) too many of this user's descriptors are in flight
+  // (ETOOMANYREFS): try again once the receivers have read.
   IoResult send(const std::vector<uint8_t>& bytes, const int* fds = nullptr, size_t n_fds = 0,
                 std::string* error = nullptr);
   IoResult send(const Message& message, const int* fds = nullptr, size_t n_fds = 0,

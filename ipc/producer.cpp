@@ -20,6 +20,12 @@ constexpr int kMaxMessagesPerWakeup = 256;  // fairness between consumers under 
 // What publish() reads per consumer: a consumer sends one RELEASE (and maybe a FENCE) per frame,
 // so this keeps up with any honest one while a flood cannot stall the streaming thread.
 constexpr int kMaxMessagesPerPublish = 32;
+// Slots offered ahead of their frames go while less than this is unread in the consumer's socket
+// (about 40 SLOTs): a pool's first round still goes ahead of its frames within a few frames,
+// while a consumer that does not read holds few of this user's descriptors in flight (the kernel
+// bounds them all by RLIMIT_NOFILE: ETOOMANYREFS) and leaves its socket's room (SO_SNDBUF,
+// about 208 KiB) to CAPS, FRAME and RETIRE, which must not find it full for slots not needed yet.
+constexpr size_t kOfferUnreadBytes = 32 * 1024;
 constexpr uint64_t kAcceptBackoffNs = 200 * 1000000ull;  // after accept() failed for want of fds
 // A poll() that returns this much later than its timeout means the producer did not run.
 constexpr uint64_t kStoppedAfterNs = 200 * 1000000ull;
@@ -474,7 +480,7 @@ void Producer::handshake(Session& session, const Hello& hello, Deferred& deferre
     return;
   }
   session.ready = true;
-  if (has_caps_) send_caps(session);
+  if (has_caps_) send_caps(session, deferred);
   if (eos_) session.channel.send(Message{Eos{}});
   ++stats_.consumers;
   ++stats_.consumers_total;
@@ -518,6 +524,7 @@ void Producer::drop(Session& session, const std::string& reason, bool problem, b
 }
 
 void Producer::announce_retired(const std::set<std::pair<uint64_t, uint32_t>>& slots) {
+  for (const auto& key : slots) offered_.erase(key);  // never published again
   for (auto& entry : sessions_) {
     Session& s = *entry.second;
     if (s.dead || !s.ready) continue;
@@ -677,7 +684,7 @@ int Producer::next_timeout_ms(uint64_t now) const {
   return static_cast<int>(std::min<uint64_t>((deadline - now) / 1000000 + 1, 60000));
 }
 
-void Producer::send_caps(Session& session) {
+void Producer::send_caps(Session& session, Deferred& deferred) {
   if (session.channel.send(Message{caps_}) != IoResult::kOk) {
     session.broken = true;
     wake_.wake();
@@ -692,6 +699,75 @@ void Producer::send_caps(Session& session) {
   // The new CAPS makes the consumer drop every older slot by itself.
   for (auto it = session.retire_pending.begin(); it != session.retire_pending.end();)
     it = it->first != caps_.generation ? session.retire_pending.erase(it) : std::next(it);
+  share_offered(session, deferred);
+}
+
+IoResult Producer::give_slot(Session& session, uint64_t generation, uint32_t index,
+                             const SlotMemory& memory) {
+  Slot m;
+  m.generation = generation;
+  m.index = index;
+  m.size = memory.size();
+  if (memory.event_handle(&m.event)) m.flags |= Slot::kHasEvent;
+  const int fd = memory.export_fd();
+  const IoResult r = session.channel.send(Message{m}, &fd, 1);
+  if (r != IoResult::kOk) return r;
+  session.slots_sent.insert({generation, index});
+  ++stats_.slots_exported;
+  return r;
+}
+
+void Producer::share_offered(Session& session, Deferred& deferred) {
+  session.offers_pending = false;
+  if (!session.has_caps || session.broken) return;
+  const uint64_t generation = session.caps_generation;
+  for (auto it = offered_.lower_bound({generation, 0});
+       it != offered_.end() && it->first.first == generation;) {
+    if (session.slots_sent.count(it->first)) {
+      ++it;
+      continue;
+    }
+    std::shared_ptr<const SlotMemory> memory = it->second.lock();
+    if (!memory) {  // its pool freed it
+      it = offered_.erase(it);
+      continue;
+    }
+    if (session.channel.unread_bytes() >= kOfferUnreadBytes) {
+      session.offers_pending = true;  // tried again with its next frame
+      deferred.memories.push_back(std::move(memory));
+      return;
+    }
+    const IoResult r = give_slot(session, it->first.first, it->first.second, *memory);
+    deferred.memories.push_back(std::move(memory));
+    if (r == IoResult::kWouldBlock) {  // or descriptors in flight (ETOOMANYREFS)
+      session.offers_pending = true;
+      return;
+    }
+    if (r != IoResult::kOk) {
+      session.broken = true;
+      wake_.wake();
+      return;
+    }
+    ++it;
+  }
+}
+
+void Producer::offer_slot(uint64_t generation, uint32_t index,
+                          std::weak_ptr<const SlotMemory> memory) {
+  Deferred deferred;  // finished after the lock: the memory may be freed meanwhile
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_ || index >= kMaxSlots) return;
+    if (has_caps_ && generation < caps_.generation) return;  // an old pool's: not published
+    // Older generations' slots are not published any more.
+    offered_.erase(offered_.begin(), offered_.lower_bound({generation, 0}));
+    offered_[{generation, index}] = std::move(memory);
+    for (auto& entry : sessions_) {
+      Session& s = *entry.second;
+      if (s.ready && !s.dead && s.caps_generation == generation) share_offered(s, deferred);
+    }
+  }
+  finish(deferred);
 }
 
 void Producer::finish(Deferred& deferred) {
@@ -708,16 +784,22 @@ void Producer::finish(Deferred& deferred) {
 }
 
 void Producer::set_caps(uint64_t generation, const std::string& caps, uint64_t frame_size) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  caps_.generation = generation;
-  caps_.caps = caps;
-  caps_.frame_size = frame_size;
-  has_caps_ = true;
-  eos_ = false;
-  slot_wait_ = false;  // a new pool
-  for (auto& entry : sessions_)
-    if (entry.second->ready && !entry.second->dead && !entry.second->broken)
-      send_caps(*entry.second);
+  Deferred deferred;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    caps_.generation = generation;
+    caps_.caps = caps;
+    caps_.frame_size = frame_size;
+    has_caps_ = true;
+    eos_ = false;
+    slot_wait_ = false;  // a new pool
+    // Slots offered before this caps, of older generations, are not published any more.
+    offered_.erase(offered_.begin(), offered_.lower_bound({generation, 0}));
+    for (auto& entry : sessions_)
+      if (entry.second->ready && !entry.second->dead && !entry.second->broken)
+        send_caps(*entry.second, deferred);
+  }
+  finish(deferred);
 }
 
 size_t Producer::publish(const SlotRef& slot, Frame frame, const std::shared_ptr<FrameHold>& hold) {
@@ -761,15 +843,9 @@ size_t Producer::publish_locked(const SlotRef& slot, Frame frame,
       ++stats_.frames_dropped;
       continue;
     }
-    const std::pair<uint64_t, uint32_t> key{slot.generation, slot.index};
-    if (!s.slots_sent.count(key)) {
-      Slot m;
-      m.generation = slot.generation;
-      m.index = slot.index;
-      m.size = slot.memory->size();
-      if (slot.memory->event_handle(&m.event)) m.flags |= Slot::kHasEvent;
-      const int fd = slot.memory->export_fd();
-      const IoResult r = s.channel.send(Message{m}, &fd, 1);
+    if (!s.slots_sent.count({slot.generation, slot.index})) {
+      // Not offered, or the socket was full when it was: now, just before its first frame.
+      const IoResult r = give_slot(s, slot.generation, slot.index, *slot.memory);
       if (r == IoResult::kWouldBlock) {
         ++stats_.frames_dropped;
         continue;
@@ -778,8 +854,6 @@ size_t Producer::publish_locked(const SlotRef& slot, Frame frame,
         s.broken = wake = true;
         continue;
       }
-      s.slots_sent.insert(key);
-      ++stats_.slots_exported;
     }
     const IoResult r = s.channel.send(frame_bytes);
     if (r == IoResult::kWouldBlock) {
@@ -794,6 +868,12 @@ size_t Producer::publish_locked(const SlotRef& slot, Frame frame,
     ++stats_.claims_outstanding;
     ++stats_.frames_sent;
     ++delivered;
+    // Offered slots that did not fit before: after the frame, which they must not delay; the
+    // consumer imports them while it waits for the next one.
+    if (s.offers_pending) {
+      share_offered(s, deferred);
+      wake |= s.broken;
+    }
   }
   // RELEASEs queued since the last frame are read here, after the frame is out, instead of by a
   // wake-up of the I/O thread.

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 // The producer side (served by cudasink-ipc): accepts consumers on a Unix socket, hands each of
-// them the current caps, every slot once, and frames as claims; takes claims back on RELEASE, on
-// hang-up and on release timeout. An I/O thread owns the listening socket, handshakes and
-// hang-ups; publish() runs on the caller's (streaming) thread and never blocks on a consumer.
-// While frames flow, publish() also reads the consumers' RELEASEs itself (non-blocking), so the
-// I/O thread is not woken once per frame for them (see lazy_release_ms).
+// them the current caps, every slot once (as soon as it exists), and frames as claims; takes claims
+// back on RELEASE, on hang-up and on release timeout. An I/O thread owns the listening socket,
+// handshakes and hang-ups; publish() runs on the caller's (streaming) thread and never blocks on a
+// consumer. While frames flow, publish() also reads the consumers' RELEASEs itself (non-blocking),
+// so the I/O thread is not woken once per frame for them (see lazy_release_ms).
 #pragma once
 
 #include <sys/types.h>
@@ -150,6 +150,16 @@ class Producer {
   // frame's import until it releases it. Thread-safe; never blocks on a consumer.
   void retire_slot(uint64_t generation, uint32_t index);
 
+  // A slot of `generation` that frames will be published in (its pool made it): every consumer
+  // that has this generation's caps is given it now (SLOT), and one that attaches later right
+  // after CAPS, rather than just before the first frame in it - so that no consumer imports a
+  // slot (hundreds of microseconds for CUDA memory) between a frame's send and its arrival, and
+  // not all at once in a pool's first round. A full socket (or a descriptor limit: ETOOMANYREFS)
+  // leaves the rest to go just before their first frame, as without an offer. Only a weak
+  // reference is kept: memory its pool has freed is not offered. Slots of older generations
+  // are forgotten. Thread-safe; never blocks on a consumer.
+  void offer_slot(uint64_t generation, uint32_t index, std::weak_ptr<const SlotMemory> memory);
+
   // Blocks until at least one consumer is attached; false on timeout or while flushing.
   bool wait_for_consumer(int timeout_ms);
   // Backpressure: blocks until every attached consumer can take one more frame (it holds fewer
@@ -202,6 +212,7 @@ class Producer {
     uint64_t caps_generation = 0;
     bool has_caps = false;
     std::set<std::pair<uint64_t, uint32_t>> slots_sent;
+    bool offers_pending = false;  // offered slots not sent yet: its socket was too full
     std::map<std::pair<uint64_t, uint32_t>, EventHandle> fences;  // FENCE handles by slot
     std::map<uint64_t, Claim> claims;                             // by sequence number
     // Retired slots this consumer still has to be told about (its socket was full).
@@ -220,6 +231,8 @@ class Producer {
     };
     std::vector<Detached> detached;
     std::vector<std::string> warnings;
+    // Offered slots used under the lock: if ours is the last reference, freed after it.
+    std::vector<std::shared_ptr<const SlotMemory>> memories;
   };
 
   explicit Producer(const ProducerConfig& config, ProducerObserver* observer);
@@ -271,7 +284,13 @@ class Producer {
   // The earliest release deadline among the session's claims; UINT64_MAX: none runs.
   uint64_t release_deadline(const Session& session) const;
   int next_timeout_ms(uint64_t now) const;
-  void send_caps(Session& session);
+  void send_caps(Session& session, Deferred& deferred);
+  // SLOT for (generation, index) to `session` (its descriptor with it) and the record of it.
+  IoResult give_slot(Session& session, uint64_t generation, uint32_t index,
+                     const SlotMemory& memory);
+  // Gives `session` the offered slots of its caps generation it does not have, while little is
+  // unread in its socket (kOfferUnreadBytes): the rest go after a later frame, or before their own.
+  void share_offered(Session& session, Deferred& deferred);
   // Tells every other consumer that was given one of `slots` to drop its import.
   void announce_retired(const std::set<std::pair<uint64_t, uint32_t>>& slots);
   // Sends what `session` still has to hear of retired slots; false if its socket is full.
@@ -300,6 +319,8 @@ class Producer {
   uint64_t lazy_until_ns_ = 0;
   bool io_sleeps_lazily_ = false;  // the I/O thread's current poll() leaves RELEASEs queued
   Caps caps_;
+  // offer_slot(): the slots of the newest generation offered, by (generation, index).
+  std::map<std::pair<uint64_t, uint32_t>, std::weak_ptr<const SlotMemory>> offered_;
   // A writer waits: in wait_for_room() (how many), or for a pool slot (read_releases_now(),
   // until the next publish).
   unsigned room_waiters_ = 0;

@@ -47,7 +47,7 @@ bool SlotRing::start_generation(const FrameLayout& layout, std::string* why) {
   // Allocated outside the lock: a CUDA allocation of a 4K slot takes milliseconds.
   auto g = std::make_shared<SlotGeneration>();
   g->layout = layout;
-  std::map<uint32_t, std::unique_ptr<cipc::SlotMemory>> slots;
+  std::map<uint32_t, std::shared_ptr<cipc::SlotMemory>> slots;
   for (uint32_t i = 0; i < pool_size_; ++i) {
     uint32_t index = 0;
     g->indices.take(&index);
@@ -120,7 +120,7 @@ void SlotRing::give_back(const LentSlot& slot) {
 
 void SlotRing::returned(const std::shared_ptr<SlotGeneration>& generation, uint32_t index,
                         bool retired) {
-  std::unique_ptr<cipc::SlotMemory> freed;  // dropped after the lock: unmapping takes time
+  std::shared_ptr<cipc::SlotMemory> freed;  // dropped after the lock: unmapping takes time
   std::lock_guard<std::mutex> guard(lock_);
   const bool current = generation == current_;
   if (current && !retired && !closed_) {
@@ -165,6 +165,14 @@ bool SlotRing::needs_rollover() const {
 std::shared_ptr<SlotGeneration> SlotRing::current() const {
   std::lock_guard<std::mutex> guard(lock_);
   return current_;
+}
+
+std::map<uint32_t, std::weak_ptr<const cipc::SlotMemory>> SlotRing::slots_of(
+    const SlotGeneration& generation) const {
+  std::lock_guard<std::mutex> guard(lock_);
+  std::map<uint32_t, std::weak_ptr<const cipc::SlotMemory>> slots;
+  for (const auto& entry : generation.slots) slots.emplace(entry.first, entry.second);
+  return slots;
 }
 
 uint64_t SlotRing::slots_allocated() const {

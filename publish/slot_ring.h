@@ -30,7 +30,7 @@ struct SlotGeneration {
   uint64_t number = 0;
   FrameLayout layout;
   SlotIndices indices;
-  std::map<uint32_t, std::unique_ptr<cipc::SlotMemory>> slots;  // by index; under the ring lock
+  std::map<uint32_t, std::shared_ptr<cipc::SlotMemory>> slots;  // by index; under the ring lock
 };
 
 // A slot between acquire() and its publish or return.
@@ -70,6 +70,10 @@ class SlotRing : public std::enable_shared_from_this<SlotRing> {
   // Whether the current generation's indices are nearly used up (start a new generation).
   bool needs_rollover() const;
   std::shared_ptr<SlotGeneration> current() const;
+  // The slots `generation` holds now, by index: what the producer offers consumers ahead of the
+  // first frame in them (cipc::Producer::offer_slot).
+  std::map<uint32_t, std::weak_ptr<const cipc::SlotMemory>> slots_of(
+      const SlotGeneration& generation) const;
   uint64_t slots_allocated() const;
   uint64_t slots_retired() const;
   uint64_t generations() const;

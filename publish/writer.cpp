@@ -38,9 +38,16 @@ struct WriterCore {
   Outcome start_generation_locked(const FrameLayout& layout) {
     std::string why;
     if (!ring->start_generation(layout, &why)) return {Code::kSystem, why};
-    const std::shared_ptr<SlotGeneration> g = ring->current();
-    if (auto p = get_producer()) p->set_caps(g->number, caps_string(layout), layout.size);
+    if (auto p = get_producer()) announce(*p);
     return Outcome::ok();
+  }
+  // The current generation's format, and its slots, which consumers import now rather than one
+  // by one in the first frames.
+  void announce(cipc::Producer& producer) {
+    const std::shared_ptr<SlotGeneration> g = ring->current();
+    producer.set_caps(g->number, caps_string(g->layout), g->layout.size);
+    for (const auto& slot : ring->slots_of(*g))
+      producer.offer_slot(g->number, slot.first, slot.second);
   }
   // An interrupt is answered once, by the acquire or wait it ended (or the next one).
   bool take_interrupt() {
@@ -110,8 +117,7 @@ Outcome Writer::open(const WriterConfig& config, cipc::ProducerObserver* observe
   core->producer = std::move(producer.value());
   // Consumers each keep (at least) their newest frame: two slots stay the writer's.
   core->producer->set_slot_budget(consumer_slot_budget(config.pool_size));
-  const std::shared_ptr<SlotGeneration> g = core->ring->current();
-  core->producer->set_caps(g->number, caps_string(g->layout), g->layout.size);
+  core->announce(*core->producer);
   out->reset(new Writer(std::move(core)));
   return Outcome::ok();
 }

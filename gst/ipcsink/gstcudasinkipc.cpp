@@ -378,7 +378,8 @@ static gboolean start_producer(GstCudaSinkIpc* self, const Settings& s,
 }
 
 // What our pools tell the element: a failed allocation, and (through the producer link, which
-// upstream's pool may outlive us by) a writer about to wait, flushing, or the pool's limit.
+// upstream's pool may outlive us by) a writer about to wait, flushing, the pool's limit, or a
+// new slot to give consumers ahead of its first frame.
 static CipcSlotPoolHooks pool_hooks(GstCudaSinkIpc* self) {
   std::shared_ptr<cipc_gst::ProducerLink> link = self->priv->producer_link;
   CipcSlotPoolHooks hooks;
@@ -395,6 +396,10 @@ static CipcSlotPoolHooks pool_hooks(GstCudaSinkIpc* self) {
   hooks.before_wait = [link] { link->read_releases_now(); };
   hooks.on_flushing = [link](bool flushing) { link->set_writer_flushing(flushing); };
   hooks.on_configured = [link](guint max_slots) { link->set_pool_limit(max_slots); };
+  hooks.on_allocated = [link](uint64_t generation, guint index,
+                              const std::shared_ptr<cipc::SlotMemory>& memory) {
+    link->offer_slot(generation, index, memory);
+  };
   return hooks;
 }
 

@@ -76,6 +76,12 @@ void ProducerLink::set_pool_limit(guint max_slots) {
   if (producer_) producer_->set_slot_budget(consumer_slot_budget(max_slots));
 }
 
+void ProducerLink::offer_slot(uint64_t generation, uint32_t index,
+                              std::weak_ptr<const cipc::SlotMemory> memory) {
+  std::lock_guard<std::mutex> guard(lock_);
+  if (producer_) producer_->offer_slot(generation, index, std::move(memory));
+}
+
 void ProducerLink::retire_slot(uint64_t generation, uint32_t index) {
   std::lock_guard<std::mutex> guard(lock_);
   if (producer_) producer_->retire_slot(generation, index);

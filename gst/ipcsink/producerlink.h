@@ -14,6 +14,7 @@
 #include <gst/gst.h>
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -76,6 +77,9 @@ class ProducerLink {
   bool is_writer_flushing();
   // The pool upstream writes into holds at most `max_slots` (0: it grows as needed).
   void set_pool_limit(guint max_slots);
+  // A slot our pool made: consumers get it before its first frame (cipc::Producer::offer_slot).
+  void offer_slot(uint64_t generation, uint32_t index,
+                  std::weak_ptr<const cipc::SlotMemory> memory);
   // Memory an upstream pool owned and sent as a slot is being freed (issue 29).
   void retire_slot(uint64_t generation, uint32_t index);
 

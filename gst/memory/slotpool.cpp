@@ -119,6 +119,8 @@ static GstFlowReturn slot_pool_alloc_buffer(GstBufferPool* pool, GstBuffer** out
     return GST_FLOW_ERROR;
   }
   std::shared_ptr<cipc::SlotMemory> memory(std::move(slot.value()));
+  if (self->hooks && self->hooks->on_allocated && index < cipc::kMaxSlots)
+    self->hooks->on_allocated(self->generation, index, memory);
   GstMemory* mem = gst_cipc_slot_memory_new_producer(std::move(memory), self->generation, index,
                                                      size, self->backend->get());
   if (mem == nullptr) {

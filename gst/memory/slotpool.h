@@ -38,6 +38,11 @@ using CipcSlotPoolWait = std::function<void()>;
 // it stops its streaming thread, for a flush, a state change or a forced EOS (gst-launch-1.0 -e).
 // A writer blocked on the sink's backpressure must then give up its frame. Must not block.
 using CipcSlotPoolFlushing = std::function<void(bool flushing)>;
+// Told of each shareable slot as the pool makes it, before any frame is written into it: the
+// producer gives it to consumers ahead of its first frame. Must not block. Called on the
+// allocating thread.
+using CipcSlotPoolAllocated = std::function<void(uint64_t generation, guint index,
+                                                 const std::shared_ptr<cipc::SlotMemory>& memory)>;
 // Told the pool's slot limit whenever it is configured (by us, or by upstream from our proposal):
 // `max_slots` 0 means it grows as needed. Called on the configuring thread; must not block.
 using CipcSlotPoolConfigured = std::function<void(guint max_slots)>;
@@ -48,6 +53,7 @@ struct CipcSlotPoolHooks {
   CipcSlotPoolWait before_wait;
   CipcSlotPoolFlushing on_flushing;
   CipcSlotPoolConfigured on_configured;
+  CipcSlotPoolAllocated on_allocated;
 };
 
 GstBufferPool* gst_cipc_slot_pool_new(std::shared_ptr<cipc::MemoryBackend> backend,

@@ -5,8 +5,10 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -60,6 +62,23 @@ class DescriptorFiller {
   int limit_ = 0;
   std::vector<int> fillers_;
 };
+
+// Puts this process under the kernel's bound on descriptors in flight over Unix sockets (sent,
+// not yet received, counted per user): past its RLIMIT_NOFILE, sendmsg() with descriptors fails
+// with ETOOMANYREFS - except in a thread with CAP_SYS_RESOURCE or CAP_SYS_ADMIN, as root has. So
+// it drops every capability of the calling thread for good (call it in a forked child, before it
+// starts threads: they inherit it) ...
+inline bool drop_all_capabilities() {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct none[2] = {};
+  return ::syscall(SYS_capset, &header, none) == 0;
+}
+
+// ... and sets RLIMIT_NOFILE (soft and hard) to `limit`. False if either fails.
+inline bool limit_descriptors_in_flight(rlim_t limit) {
+  const rlimit lowered{limit, limit};
+  return drop_all_capabilities() && ::setrlimit(RLIMIT_NOFILE, &lowered) == 0;
+}
 
 // Open descriptors of this process (the directory stream's own one included, every time).
 inline int open_fd_count() {

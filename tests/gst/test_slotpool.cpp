@@ -77,6 +77,57 @@ TEST_F(Glue, SlotPoolAllocatesNumberedSlotsWithVideoMeta) {
   gst_caps_unref(caps);
 }
 
+// Each slot is told to the owner as it is made, with its generation, index and memory, before
+// upstream can write a frame into it: the producer gives it to consumers ahead of that frame. A
+// slot made again (after one was retired) is told too; recycled ones are not.
+TEST_F(Glue, SlotPoolTellsOfEachSlotItMakesBeforeItIsWritten) {
+  struct Told {
+    uint64_t generation;
+    guint index;
+    std::weak_ptr<cipc::SlotMemory> memory;
+  };
+  std::vector<Told> told;
+  CipcSlotPoolHooks hooks;
+  hooks.on_allocated = [&](uint64_t generation, guint index,
+                           const std::shared_ptr<cipc::SlotMemory>& memory) {
+    told.push_back({generation, index, memory});
+  };
+  GstBufferPool* pool =
+      gst_cipc_slot_pool_new(std::make_shared<cipc_slots::HostMemoryBackend>(), 4, hooks);
+  GstCaps* caps = gst_caps_from_string("video/x-raw,format=GRAY8,width=64,height=4");
+  GstStructure* config = gst_buffer_pool_get_config(pool);
+  gst_buffer_pool_config_set_params(config, caps, 256, 2, 0);
+  ASSERT_TRUE(gst_buffer_pool_set_config(pool, config) && gst_buffer_pool_set_active(pool, TRUE));
+  ASSERT_EQ(told.size(), 2u) << "the pool's minimum, made when it starts";
+
+  std::vector<GstBuffer*> buffers(3);
+  for (GstBuffer*& b : buffers)
+    ASSERT_EQ(gst_buffer_pool_acquire_buffer(pool, &b, nullptr), GST_FLOW_OK);
+  ASSERT_EQ(told.size(), 3u) << "a third slot, made on demand";
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const GstCipcSlotBinding* binding =
+        gst_cipc_slot_memory_binding(gst_buffer_peek_memory(buffers[i], 0));
+    ASSERT_TRUE(binding);
+    bool found = false;
+    for (const Told& t : told)
+      found |= t.generation == 4 && t.index == binding->index &&
+               t.memory.lock() == binding->producer_slot;
+    EXPECT_TRUE(found) << "slot " << binding->index << " was not told, or with other memory";
+  }
+  GST_BUFFER_FLAG_SET(buffers[0], GST_BUFFER_FLAG_TAG_MEMORY);  // retired: freed, not recycled
+  for (GstBuffer* b : buffers) gst_buffer_unref(b);
+  EXPECT_TRUE(told[0].memory.expired() || told[1].memory.expired() || told[2].memory.expired())
+      << "the retired slot's memory is gone: the hook kept no reference";
+  for (GstBuffer*& b : buffers)
+    ASSERT_EQ(gst_buffer_pool_acquire_buffer(pool, &b, nullptr), GST_FLOW_OK);
+  EXPECT_EQ(told.size(), 4u) << "only the retired slot's replacement is new";
+  EXPECT_EQ(told.back().index, 3u);
+  for (GstBuffer* b : buffers) gst_buffer_unref(b);
+  gst_buffer_pool_set_active(pool, FALSE);
+  gst_object_unref(pool);
+  gst_caps_unref(caps);
+}
+
 // A writer that finds every slot out (a pool with a maximum) tells the producer before it waits,
 // so that RELEASEs the producer left for its next frame are read now; a writer that finds a free
 // slot, or must not wait, tells nobody.

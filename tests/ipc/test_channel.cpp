@@ -31,6 +31,7 @@ namespace cipc {
 namespace {
 
 using cipc_test::eventually;
+using cipc_test::limit_descriptors_in_flight;
 using cipc_test::open_fd_count;
 using cipc_test::path_exists;
 using cipc_test::TempDir;
@@ -323,6 +324,45 @@ TEST(ChannelPair, SendRefusesMoreThanMaxDescriptors) {
   EXPECT_FALSE(error.empty());
   Packet p;
   EXPECT_EQ(b.receive(p), IoResult::kWouldBlock) << "nothing may have been sent";
+}
+
+// Past the sender's RLIMIT_NOFILE of descriptors in flight (ETOOMANYREFS) the connection is fine:
+// its receiver has not read yet. A producer that took it for a broken connection dropped a
+// consumer that attached while others had not read their slots yet (issue 46).
+TEST(ChannelPair, SendWithDescriptorsPastTheInFlightLimitWouldBlockUntilTheReaderReads) {
+  auto [a, b] = connected_pair();
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::alarm(30);
+    // Exit codes: 0 as expected; 2 setup failed; 3 no would-block; 4 an error instead; 5 no send
+    // after the reader read. The count is the user's: as root, another user's, which other tests
+    // running meanwhile do not add to.
+    if (::getuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(2);
+    if (!limit_descriptors_in_flight(static_cast<rlim_t>(open_fd_count() + 24))) ::_exit(2);
+    UniqueFd memfd = make_memfd("in-flight");
+    const int fd = memfd.get();
+    const std::vector<uint8_t> bytes = encode(Message{Eos{}});
+    IoResult r = IoResult::kOk;
+    for (int i = 0; i < 10000 && r == IoResult::kOk; ++i) r = a.send(bytes, &fd, 1);
+    if (r == IoResult::kError) ::_exit(4);
+    if (r != IoResult::kWouldBlock) ::_exit(3);
+    // The reader takes what was sent (each received descriptor closed with its packet): the
+    // same send goes through again. Other processes of this user count too: retried a while.
+    Packet p;
+    for (int tries = 0; tries < 5000; ++tries) {
+      while (b.receive(p) == IoResult::kOk) p.fds.clear();
+      if (a.send(bytes, &fd, 1) == IoResult::kOk) ::_exit(0);
+      ::usleep(1000);
+    }
+    ::_exit(5);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child died";
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "2: could not drop capabilities or lower the limit; 3: no would-block; 4: an error "
+         "instead of would-block; 5: no send once the reader read";
 }
 
 TEST(ChannelPair, SendOnFullSocketWouldBlockInsteadOfBlocking) {

@@ -345,6 +345,35 @@ TEST_F(Writer, DropCountsTheFramesAConsumerHadNoRoomFor) {
   }
 }
 
+// A reader imports every slot of the pool when it attaches (issue 46), not one per frame in the
+// pool's first round; and after a format change, every slot of the new pool before its frames.
+TEST_F(Writer, AReaderHasEverySlotBeforeTheFirstFrameAndAgainAfterAFormatChange) {
+  cudaipc_writer_options o = options();
+  o.pool_size = 5;
+  ASSERT_EQ(open(o), CUDAIPC_OK);
+  cudaipc_reader* r = open_reader();
+  ASSERT_EQ(cudaipc_writer_wait_for_consumer(writer_, 5000), CUDAIPC_OK);
+  publish(0);
+  cudaipc_frame* f = nullptr;
+  ASSERT_EQ(cudaipc_reader_next(r, 5000, &f), CUDAIPC_OK) << cudaipc_last_error();
+  cudaipc_reader_stats rs{};
+  ASSERT_EQ(cudaipc_reader_get_stats(r, &rs), CUDAIPC_OK);
+  EXPECT_EQ(rs.slots_imported, 5u) << "every slot with the first frame";
+  cudaipc_frame_release(f, nullptr);
+
+  ASSERT_EQ(cudaipc_writer_set_format(writer_, "GRAY8", 32, 16), CUDAIPC_OK)
+      << cudaipc_last_error();
+  publish(1);
+  ASSERT_EQ(cudaipc_reader_next(r, 5000, &f), CUDAIPC_OK) << cudaipc_last_error();
+  cudaipc_frame_info info;
+  cudaipc_frame_get_info(f, &info);
+  EXPECT_EQ(info.width, 32u);
+  EXPECT_EQ(frame_crc(info), expected_crc("GRAY8", 32, 16, 1, 1));
+  ASSERT_EQ(cudaipc_reader_get_stats(r, &rs), CUDAIPC_OK);
+  EXPECT_EQ(rs.slots_imported, 10u) << "the new pool's five with its first frame";
+  cudaipc_frame_release(f, nullptr);
+}
+
 TEST_F(Writer, AbandonedSlotsAreNeverSent) {
   ASSERT_EQ(open(options()), CUDAIPC_OK);
   cudaipc_reader* r = open_reader();

@@ -51,9 +51,12 @@ int64_t ms_since(std::chrono::steady_clock::time_point start) {
 }
 
 using cipc_slots::HostMemoryBackend;
+using cipc_test::drop_all_capabilities;
 using cipc_test::eventually;
 using cipc_test::fill;
+using cipc_test::limit_descriptors_in_flight;
 using cipc_test::mismatch;
+using cipc_test::open_fd_count;
 using cipc_test::path_exists;
 using cipc_test::receive_message;
 using cipc_test::receive_within;
@@ -729,6 +732,222 @@ TEST_P(EachBackend, NewCapsGenerationIsForwardedAndItsSlotsImportedAfresh) {
   EXPECT_EQ(c->stats().slots_imported, 2u);
   // The old frame still reads its own memory.
   EXPECT_EQ(mismatch(*old_frame.slot->memory, kSlotBytes, 1), -1);
+}
+
+// ---- slots given ahead of their first frame (issue 46)
+// ---------------------------------------------------------------------------
+
+// Offered slots: owned here (shared, as a pool owns them), offered with offer_slot().
+class OfferedSlots {
+ public:
+  OfferedSlots(MemoryBackend& backend, Producer& producer, uint64_t generation)
+      : backend_(backend), producer_(producer), generation_(generation) {}
+  void add(size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      auto m = backend_.allocate(kSlotBytes);
+      ASSERT_TRUE(m.is_ok()) << m.error().message;
+      slots_.emplace_back(std::move(m.value()));
+      producer_.offer_slot(generation_, static_cast<uint32_t>(slots_.size() - 1), slots_.back());
+    }
+  }
+  size_t publish(uint32_t index, uint8_t seed, const std::shared_ptr<HoldCounters>& holds) {
+    fill(*slots_.at(index), seed);
+    Frame f;
+    f.size = kSlotBytes;
+    f.pts = 1000000ull * seed;
+    f.offset = seed;
+    f.flags = (seed % 2) ? Frame::kDiscont : 0;
+    return producer_.publish(SlotRef{generation_, index, slots_.at(index).get()}, f,
+                             std::make_shared<CountingHold>(holds));
+  }
+  void free(uint32_t index) { slots_.at(index).reset(); }
+
+ private:
+  MemoryBackend& backend_;
+  Producer& producer_;
+  const uint64_t generation_;
+  std::vector<std::shared_ptr<SlotMemory>> slots_;
+};
+
+TEST_P(EachBackend, OfferedSlotsReachEveryConsumerBeforeItsFirstFrame) {
+  start();
+  producer_->set_caps(1, kCapsString, kSlotBytes);
+  auto early = connect();  // attached before the slots exist: gets each as it is made
+  ASSERT_TRUE(early);
+  OfferedSlots slots(*backend_, *producer_, 1);
+  slots.add(5);
+  auto late = connect();  // attached after: gets all five right after CAPS
+  ASSERT_TRUE(late);
+  ASSERT_TRUE(eventually([&] { return stats().slots_exported == 10; })) << stats().slots_exported;
+  EXPECT_EQ(stats().frames_published, 0u) << "sent before any frame";
+  for (Consumer* c : {early.get(), late.get()}) expect_caps(*c);
+
+  // The first frame finds every slot imported.
+  ASSERT_EQ(slots.publish(3, 7, holds_), 2u);
+  for (Consumer* c : {early.get(), late.get()}) {
+    ConsumerEvent e = next(*c);
+    ASSERT_EQ(e.kind, Kind::kFrame) << describe_event(e);
+    EXPECT_EQ(e.frame.info.slot, 3u);
+    EXPECT_EQ(mismatch(*e.frame.slot->memory, kSlotBytes, 7), -1);
+    EXPECT_EQ(c->stats().slots_imported, 5u) << "every slot before the first frame";
+  }
+  // Frames in the other slots need no SLOT: each went once per consumer.
+  for (uint32_t index = 0; index < 5; ++index) {
+    ASSERT_EQ(slots.publish(index, static_cast<uint8_t>(20 + index), holds_), 2u);
+    for (Consumer* c : {early.get(), late.get()}) {
+      ConsumerEvent e = next(*c);
+      ASSERT_EQ(e.kind, Kind::kFrame) << describe_event(e);
+      EXPECT_EQ(mismatch(*e.frame.slot->memory, kSlotBytes, 20 + index), -1);
+    }
+  }
+  EXPECT_EQ(stats().slots_exported, 10u);
+  EXPECT_EQ(early->stats().slots_imported, 5u);
+  EXPECT_EQ(late->stats().slots_imported, 5u);
+}
+
+TEST_P(EachBackend, SlotsOfferedBeforeTheirCapsGoWithTheCapsAndAnOlderPoolsNever) {
+  start();
+  producer_->set_caps(1, kCapsString, kSlotBytes);
+  auto c = connect();
+  ASSERT_TRUE(c);
+  expect_caps(*c, 1);
+  OfferedSlots next_pool(*backend_, *producer_, 2);
+  next_pool.add(3);  // a new pool's slots, made before its caps are announced
+  EXPECT_EQ(stats().slots_exported, 0u) << "the consumer cannot take slots of generation 2 yet";
+  producer_->set_caps(2, kCapsString, kSlotBytes);
+  EXPECT_EQ(stats().slots_exported, 3u);
+  OfferedSlots old_pool(*backend_, *producer_, 1);
+  old_pool.add(2);  // the replaced pool: its frames are never published
+  EXPECT_EQ(stats().slots_exported, 3u);
+
+  expect_caps(*c, 2);
+  ASSERT_EQ(next_pool.publish(2, 5, holds_), 1u);
+  ConsumerEvent e = next(*c);
+  ASSERT_EQ(e.kind, Kind::kFrame) << describe_event(e);
+  EXPECT_EQ(e.frame.info.generation, 2u);
+  EXPECT_EQ(mismatch(*e.frame.slot->memory, kSlotBytes, 5), -1);
+  EXPECT_EQ(c->stats().slots_imported, 3u);
+}
+
+TEST_P(EachBackend, FreedAndRetiredSlotsAreNotOffered) {
+  start();
+  producer_->set_caps(1, kCapsString, kSlotBytes);
+  OfferedSlots slots(*backend_, *producer_, 1);
+  slots.add(3);
+  slots.free(2);                 // its pool let it go: nothing to share
+  producer_->retire_slot(1, 1);  // never published again
+  auto c = connect();
+  ASSERT_TRUE(c);
+  expect_caps(*c);
+  EXPECT_TRUE(eventually([&] { return stats().slots_exported == 1; })) << stats().slots_exported;
+  ASSERT_EQ(slots.publish(0, 3, holds_), 1u);
+  ConsumerEvent e = next(*c);
+  ASSERT_EQ(e.kind, Kind::kFrame) << describe_event(e);
+  EXPECT_EQ(c->stats().slots_imported, 1u);
+  EXPECT_EQ(stats().slots_exported, 1u);
+}
+
+// Consumers that have not read yet keep the descriptors sent to them in flight, which the kernel
+// bounds per user by RLIMIT_NOFILE (ETOOMANYREFS past it). Slots that do not fit go just before
+// their first frame, and no consumer is taken for broken. The producer runs in a child without
+// the capabilities that lift the bound (root has them) and, where this runs as root, as another
+// user: the count is the user's, and other tests of this one send descriptors meanwhile.
+TEST_F(ProducerConsumer, SlotsPastTheDescriptorsInFlightBoundGoLaterAndNoConsumerIsDropped) {
+  constexpr int kConsumers = 6;
+  constexpr uint32_t kSlots = 8;
+  const bool other_user = ::getuid() == 0;
+  if (other_user) {
+    ASSERT_EQ(::chmod(dir_.path().c_str(), 0777), 0);  // its socket goes there
+  }
+  int ready[2], go[2];
+  ASSERT_EQ(::pipe2(ready, O_CLOEXEC), 0);
+  ASSERT_EQ(::pipe2(go, O_CLOEXEC), 0);
+  UniqueFd ready_read(ready[0]), ready_write(ready[1]), go_read(go[0]), go_write(go[1]);
+  ChildGuard child;
+  child.pid = ::fork();
+  ASSERT_GE(child.pid, 0);
+  if (child.pid == 0) {
+    // Exit codes: 0 fine; 2 setup; 3 never saw every consumer; 4 a consumer was dropped; 5 the
+    // bound was never reached (the test would prove nothing).
+    ::alarm(60);
+    // Before the producer's thread starts, which sends the slots to consumers that attach.
+    if (other_user && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(2);
+    if (!drop_all_capabilities()) ::_exit(2);
+    HostMemoryBackend backend;
+    ProducerConfig cfg = config();
+    cfg.max_in_flight = kSlots;
+    cfg.allow_other_users = other_user;
+    auto p = Producer::start(cfg);
+    if (!p) ::_exit(2);
+    Producer& producer = *p.value();
+    producer.set_caps(1, kCapsString, kSlotBytes);
+    OfferedSlots slots(backend, producer, 1);
+    slots.add(kSlots);
+    // Fewer in flight than the consumers will be sent (kConsumers * kSlots), more than is open.
+    if (!limit_descriptors_in_flight(static_cast<rlim_t>(open_fd_count() + kConsumers + 8)))
+      ::_exit(2);
+    char byte = 'r';
+    if (::write(ready_write.get(), &byte, 1) != 1) ::_exit(2);
+    if (!eventually([&] { return producer.consumer_count() == kConsumers; }, 20000)) ::_exit(3);
+    // Every consumer has attached and read nothing since: the parent says when to go on.
+    if (::read(go_read.get(), &byte, 1) != 1) ::_exit(2);
+    if (producer.stats().slots_exported >= kConsumers * kSlots) ::_exit(5);
+    auto holds = std::make_shared<HoldCounters>();
+    for (uint32_t n = 0; n < kSlots; ++n) slots.publish(n, static_cast<uint8_t>(n + 1), holds);
+    const ProducerStats s = producer.stats();
+    if (s.consumers != kConsumers || s.consumers_rejected != 0) ::_exit(4);
+    if (::read(go_read.get(), &byte, 1) != 1) ::_exit(2);  // until the parent has read all
+    ::_exit(0);
+  }
+  ready_write.reset();
+  go_read.reset();
+  char byte = 0;
+  ASSERT_EQ(::read(ready_read.get(), &byte, 1), 1) << "the producer did not start";
+  std::vector<std::unique_ptr<Consumer>> consumers;
+  for (int i = 0; i < kConsumers; ++i) {
+    ConsumerConfig c;
+    c.socket_path = path_;
+    c.max_in_flight = kSlots;
+    c.allow_other_users = other_user;
+    auto r = Consumer::connect(c, *consumer_backend_);
+    ASSERT_TRUE(r.is_ok()) << r.error().message;
+    consumers.push_back(std::move(r.value()));
+  }
+  // Each consumer reads what came (CAPS, the slots that fitted): what it read is no longer in
+  // flight. Then the frames.
+  for (auto& c : consumers) {
+    expect_caps(*c);
+    ConsumerEvent e = next(*c, 100);
+    ASSERT_EQ(e.kind, Kind::kTimeout) << describe_event(e);
+  }
+  ASSERT_EQ(::write(go_write.get(), "g", 1), 1);
+  // The child's verdict, when it ends early.
+  auto child_exit = [&] {
+    int status = 0;
+    if (::waitpid(child.pid, &status, WNOHANG) != child.pid) return std::string("running");
+    child.pid = -1;
+    return WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status)) : "killed";
+  };
+  // Each consumer gets every frame, in a slot it imported once, whether its SLOT came when it
+  // attached or just before the frame.
+  for (auto& c : consumers) {
+    for (uint32_t n = 0; n < kSlots; ++n) {
+      ConsumerEvent e = next(*c);
+      ASSERT_EQ(e.kind, Kind::kFrame)
+          << "frame " << n << ": " << describe_event(e) << "; the producer: " << child_exit();
+      EXPECT_EQ(e.frame.info.slot, n);
+      EXPECT_EQ(mismatch(*e.frame.slot->memory, kSlotBytes, static_cast<uint8_t>(n + 1)), -1);
+    }
+    EXPECT_EQ(c->stats().slots_imported, kSlots);
+  }
+  ASSERT_EQ(::write(go_write.get(), "g", 1), 1);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child.pid, &status, 0), child.pid);
+  child.pid = -1;
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "2: setup; 3: the consumers did not all attach; 4: the "
+                                       "producer dropped or refused a consumer; 5: every slot "
+                                       "went at once (the bound was not reached)";
 }
 
 // ---- EOS
