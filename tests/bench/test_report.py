@@ -18,6 +18,7 @@
 8. A run made in two parts (run-all --merge) keeps each part's measurements and names both.
 9. The fan-out table's p99 after the pool's first round is the slowest consumer's, and "-" for
    runs that have none.
+10. README.md's performance summary is the report's, and README's other figures are the page's.
 """
 import copy
 import importlib.machinery
@@ -207,6 +208,50 @@ def check_fanout_warm(res):
           f"the fan-out table gives the slowest consumer's p99 after the pool's first round: {warm}")
 
 
+FIGURE = re.compile(r"\d[\d,.]*(?:-\d[\d,.]*)?\s?(?:µs|ms|frames/s)")
+
+
+def check_readme(res):
+    """10. README's performance summary is what the report writes from the results, and every other
+    figure README quotes (a number with µs, ms or frames/s) stands on docs/performance.md as it is
+    written: README quotes no number the recorded run does not hold."""
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read()
+    with tempfile.TemporaryDirectory() as tmp:
+        copy_path = os.path.join(tmp, "README.md")
+        with open(copy_path, "w") as f:
+            f.write(readme)
+        p = subprocess.run([REPORT, RESULTS, "--docs", os.path.join(tmp, "docs"), "--readme", copy_path],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        check(p.returncode == 0, "report writes README's performance summary: " + p.stdout.strip()[-300:])
+        with open(copy_path) as f:
+            made = f.read()
+    check(made == readme, "README.md's performance summary is the report's of docs/bench-h200.json "
+          "(if not: tests/bench/report docs/bench-h200.json)")
+    begin = readme.find("<!-- performance summary:")
+    end = readme.find("<!-- end of performance summary -->")
+    check(0 <= begin < end, "README.md has its performance summary lines")
+    summary = readme[begin:end] if 0 <= begin < end else ""
+    check(any(FIGURE.search(line) for line in summary.splitlines()[1:]),
+          "README's performance summary quotes the run's figures")
+    outside = readme[:begin] + readme[end:] if 0 <= begin < end else readme
+    with open(os.path.join(ROOT, "docs", "performance.md")) as f:
+        page = f.read()
+    stray = [m.group(0) for m in FIGURE.finditer(outside) if m.group(0) not in page]
+    check(not stray, f"every other figure README quotes stands on docs/performance.md as written {stray}")
+    # The summary follows the results: a changed row changes it.
+    changed = copy.deepcopy(res)
+    row = next(r for r in changed["transport"]
+               if r["mode"] == "zero-copy" and r["paced_fps"] == 60 and r["consumers"] == 1)
+    row["latency_us"]["p50"] = 12.5
+    loader = importlib.machinery.SourceFileLoader("report", REPORT)
+    spec = importlib.util.spec_from_loader("report", loader)
+    report = importlib.util.module_from_spec(spec)
+    loader.exec_module(report)
+    check("12.5-" in report.readme_summary(changed) and "12.5-" not in report.readme_summary(res),
+          "the summary's latency comes from the transport rows")
+
+
 def main():
     with open(RESULTS) as f:
         res = json.load(f)
@@ -314,6 +359,7 @@ def main():
           "no input-path table where the run has none")
 
     check_mps(res)
+    check_readme(res)
     check_fanout_warm(res)
     check_syscalls(res)
     check_merge(res)
