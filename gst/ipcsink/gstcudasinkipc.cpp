@@ -139,6 +139,7 @@ struct SinkPrivate {
   int upstream_live = -1;    // -1: not asked yet (latency query on the first frame of a stream)
 
   std::atomic<guint64> frames_rendered{0};
+  std::atomic<guint64> frames_unsent{0};  // not copied in: no consumer (in frames-dropped)
   std::atomic<guint64> copies{0};
   std::atomic<guint64> device_copies{0};     // of them: GstCudaMemory copied on the GPU
   std::atomic<guint64> pageable_uploads{0};  // of them: uploads from pageable memory (staged)
@@ -150,6 +151,7 @@ struct SinkPrivate {
   // A new stream's statistics start from zero, and its first copy is announced again.
   void reset_counters() {
     frames_rendered = 0;
+    frames_unsent = 0;
     copies = 0;
     device_copies = 0;
     pageable_uploads = 0;
@@ -217,18 +219,18 @@ static GstStructure* make_stats(GstCudaSinkIpc* self) {
   return gst_structure_new(
       "cudasink-ipc-stats", "frames-rendered", G_TYPE_UINT64, p.frames_rendered.load(),
       "frames-sent", G_TYPE_UINT64, ps.frames_sent, "frames-dropped", G_TYPE_UINT64,
-      ps.frames_dropped, "copies", G_TYPE_UINT64, p.copies.load(), "device-copies", G_TYPE_UINT64,
-      p.device_copies.load(), "pageable-uploads", G_TYPE_UINT64, p.pageable_uploads.load(),
-      "gst-cuda-frames-shared", G_TYPE_UINT64, p.gst_cuda_shared.load(), "consumers", G_TYPE_UINT64,
-      ps.consumers, "consumers-total", G_TYPE_UINT64, ps.consumers_total, "consumers-timed-out",
-      G_TYPE_UINT64, ps.consumers_timed_out, "consumers-rejected", G_TYPE_UINT64,
-      ps.consumers_rejected, "releases", G_TYPE_UINT64, ps.releases, "claims-outstanding",
-      G_TYPE_UINT64, ps.claims_outstanding, "slots-exported", G_TYPE_UINT64, ps.slots_exported,
-      "backpressure-waits", G_TYPE_UINT64, ps.backpressure_waits, "slots-retired", G_TYPE_UINT64,
-      ps.slots_retired, "retire-notices", G_TYPE_UINT64, ps.retire_notices, "pool-generation",
-      G_TYPE_UINT64, p.pool_generation.load(), "pool-rollovers", G_TYPE_UINT64,
-      p.pool_rollovers.load(), "cuda-mps", G_TYPE_BOOLEAN, static_cast<gboolean>(p.cuda_mps.load()),
-      nullptr);
+      ps.frames_dropped + p.frames_unsent.load(), "copies", G_TYPE_UINT64, p.copies.load(),
+      "device-copies", G_TYPE_UINT64, p.device_copies.load(), "pageable-uploads", G_TYPE_UINT64,
+      p.pageable_uploads.load(), "gst-cuda-frames-shared", G_TYPE_UINT64, p.gst_cuda_shared.load(),
+      "consumers", G_TYPE_UINT64, ps.consumers, "consumers-total", G_TYPE_UINT64,
+      ps.consumers_total, "consumers-timed-out", G_TYPE_UINT64, ps.consumers_timed_out,
+      "consumers-rejected", G_TYPE_UINT64, ps.consumers_rejected, "releases", G_TYPE_UINT64,
+      ps.releases, "claims-outstanding", G_TYPE_UINT64, ps.claims_outstanding, "slots-exported",
+      G_TYPE_UINT64, ps.slots_exported, "backpressure-waits", G_TYPE_UINT64, ps.backpressure_waits,
+      "slots-retired", G_TYPE_UINT64, ps.slots_retired, "retire-notices", G_TYPE_UINT64,
+      ps.retire_notices, "pool-generation", G_TYPE_UINT64, p.pool_generation.load(),
+      "pool-rollovers", G_TYPE_UINT64, p.pool_rollovers.load(), "cuda-mps", G_TYPE_BOOLEAN,
+      static_cast<gboolean>(p.cuda_mps.load()), nullptr);
 }
 
 static void gst_cuda_sink_ipc_set_property(GObject* object, guint prop_id, const GValue* value,
@@ -566,9 +568,15 @@ static gboolean gst_cuda_sink_ipc_propose_allocation(GstBaseSink* sink, GstQuery
   return TRUE;
 }
 
-// A buffer that is not in the current pool: copied into a slot (and counted).
-static GstBuffer* copy_into_slot(GstCudaSinkIpc* self, GstBuffer* buffer) {
+// A buffer that is not in the current pool: copied into a slot (and counted) - unless no consumer
+// is attached to receive it. Then nothing is copied (no work for nobody), `*skipped` says so and
+// nullptr comes back; the frame counts as dropped. nullptr alone: an element error was posted.
+static GstBuffer* copy_into_slot(GstCudaSinkIpc* self, GstBuffer* buffer, bool* skipped) {
   SinkPrivate& p = *self->priv;
+  if (p.producer->consumer_count() == 0) {
+    *skipped = true;
+    return nullptr;
+  }
   std::string error;
   GstBuffer* slot = p.copier->copy(*p.pools, buffer, &error);
   if (slot == nullptr) {
@@ -682,9 +690,9 @@ static uint32_t wire_flags(GstBuffer* buffer) {
 }
 
 // The buffer to send: `buffer` itself when it sits in a current slot, else a copy in one (or
-// nullptr after an element error).
+// nullptr: after an element error, or with `*skipped` set when no consumer would get the copy).
 static GstBuffer* frame_in_slot(GstCudaSinkIpc* self, GstBuffer* buffer,
-                                GstCipcCopyPolicy copy_policy) {
+                                GstCipcCopyPolicy copy_policy, bool* skipped) {
   SinkPrivate& p = *self->priv;
   GstBaseSink* sink = GST_BASE_SINK(self);
   if (p.pools->current_slot(buffer)) return gst_buffer_ref(buffer);
@@ -695,7 +703,7 @@ static GstBuffer* frame_in_slot(GstCudaSinkIpc* self, GstBuffer* buffer,
       GST_DEBUG_OBJECT(self, "upstream writes into a replaced pool: asking it to renegotiate");
       gst_pad_push_event(GST_BASE_SINK_PAD(sink), gst_event_new_reconfigure());
     }
-    return copy_into_slot(self, buffer);
+    return copy_into_slot(self, buffer, skipped);
   }
   if (copy_policy == GST_CIPC_REQUIRE_ZERO_COPY) {
     gchar* name = upstream_name(sink);
@@ -740,7 +748,7 @@ static GstBuffer* frame_in_slot(GstCudaSinkIpc* self, GstBuffer* buffer,
                         name),
                        (nullptr));
       g_free(name);
-      return copy_into_slot(self, buffer);
+      return copy_into_slot(self, buffer, skipped);
     }
 #endif
     GST_ELEMENT_WARNING(self, STREAM, FORMAT,
@@ -750,7 +758,7 @@ static GstBuffer* frame_in_slot(GstCudaSinkIpc* self, GstBuffer* buffer,
                         (nullptr));
     g_free(name);
   }
-  return copy_into_slot(self, buffer);
+  return copy_into_slot(self, buffer, skipped);
 }
 
 // A frame ready to publish: its slot, what keeps it out of its pool, and its plane layout.
@@ -759,10 +767,12 @@ struct PlacedFrame {
   std::shared_ptr<cipc::FrameHold> hold;
   GstBuffer* described = nullptr;  // the buffer whose planes are sent (kept by `hold`)
   GstVideoInfo layout;
+  bool skipped = false;  // no consumer: not copied, not sent (counted as dropped)
 };
 
 // `buffer` in a slot of the current generation: itself, exportable GstCudaMemory sent as it is,
-// or a copy. False after an element error.
+// or a copy (none while no consumer is attached: then out->skipped). False after an element
+// error.
 static bool place_frame(GstCudaSinkIpc* self, GstBuffer* buffer, GstCipcCopyPolicy copy_policy,
                         PlacedFrame* out) {
   SinkPrivate& p = *self->priv;
@@ -784,8 +794,8 @@ static bool place_frame(GstCudaSinkIpc* self, GstBuffer* buffer, GstCipcCopyPoli
     }
   }
 #endif
-  GstBuffer* slot_buffer = frame_in_slot(self, buffer, copy_policy);
-  if (slot_buffer == nullptr) return false;
+  GstBuffer* slot_buffer = frame_in_slot(self, buffer, copy_policy, &out->skipped);
+  if (slot_buffer == nullptr) return out->skipped;
   const GstCipcSlotBinding* binding = p.pools->current_slot(slot_buffer);
   if (binding == nullptr) {  // not expected: copies land in the current pool, below the limit
     gst_buffer_unref(slot_buffer);
@@ -840,6 +850,13 @@ static GstFlowReturn gst_cuda_sink_ipc_render(GstBaseSink* sink, GstBuffer* buff
 
   PlacedFrame placed;
   if (!place_frame(self, buffer, copy_policy, &placed)) return GST_FLOW_ERROR;
+  if (placed.skipped) {
+    ++p.frames_unsent;
+    ++p.frames_rendered;
+    GST_LOG_OBJECT(self, "no consumer: frame not copied, pts %" GST_TIME_FORMAT,
+                   GST_TIME_ARGS(GST_BUFFER_PTS(buffer)));
+    return GST_FLOW_OK;
+  }
 
   cipc::Frame frame;
   // A producer that holds frames for its consumers (wait-for-consumer) gives up liveness on the
@@ -1070,8 +1087,9 @@ static void gst_cuda_sink_ipc_class_init(GstCudaSinkIpcClass* klass) {
       object_class, PROP_STATS,
       g_param_spec_boxed(
           "stats", "Statistics",
-          "frames-rendered, frames-sent (summed over consumers), frames-dropped, "
-          "copies, device-copies (of them: GStreamer CUDA memory copied on the "
+          "frames-rendered, frames-sent (summed over consumers), frames-dropped (a consumer "
+          "was skipped, or no consumer was attached and a frame that needed a copy was not "
+          "copied), copies, device-copies (of them: GStreamer CUDA memory copied on the "
           "GPU), pageable-uploads (of them: uploads from pageable memory, which "
           "the driver stages synchronously), gst-cuda-frames-shared (GStreamer CUDA memory "
           "written into the exportable pool proposed upstream and sent without a copy, "

@@ -12,6 +12,23 @@ namespace {
 
 using namespace cipc_test;
 
+// A consumer that says HELLO (host memory) and then reads nothing, attached once `sink` counts it:
+// frames that need a copy are copied only while someone could receive them.
+std::unique_ptr<cipc::Channel> attach_silent_consumer(GstElement* sink, const std::string& socket) {
+  auto channel = cipc::Channel::connect(socket);
+  EXPECT_TRUE(channel.is_ok()) << channel.error().message;
+  if (!channel.is_ok()) return nullptr;
+  cipc::Hello hello;
+  hello.memory_kind = cipc::MemoryKind::kHost;
+  EXPECT_EQ(channel->send(cipc::Message{hello}), cipc::IoResult::kOk);
+  EXPECT_TRUE(eventually([&] {
+    guint n = 0;
+    g_object_get(sink, "num-consumers", &n, nullptr);
+    return n == 1;
+  }));
+  return std::make_unique<cipc::Channel>(std::move(channel.value()));
+}
+
 TEST_F(Elements, SinkDefaults) {
   GstElement* e = gst_element_factory_make("cudasink-ipc", nullptr);
   gchar* path = nullptr;
@@ -95,10 +112,42 @@ TEST_F(Elements, ForeignBuffersAreCopiedCountedAndWarnedOnce) {
   GstHarness* h = make_sink();
   gst_harness_play(h);
   gst_harness_set_src_caps_str(h, kCaps);
+  auto consumer = attach_silent_consumer(h->element, socket_);
+  ASSERT_TRUE(consumer);
   for (int i = 0; i < 5; ++i)
     ASSERT_EQ(gst_harness_push(h, gst_buffer_new_allocate(nullptr, 64 * 48 * 4, nullptr)),
               GST_FLOW_OK);
   EXPECT_EQ(stat(h->element, "copies"), 5u);
+  auto warnings = messages(GST_MESSAGE_WARNING);
+  ASSERT_EQ(warnings.size(), 1u) << "copies must be announced, once";
+  EXPECT_NE(error_text(warnings[0]).find("copied"), std::string::npos);
+  for (auto* m : warnings) gst_message_unref(m);
+  gst_harness_teardown(h);
+  TearDownBus();
+}
+
+// No work for nobody (issue 46): while no consumer is attached a frame that would have to be
+// copied in is not copied, and counts as dropped; the copy warning still comes, once, so the
+// user learns of the copies before anyone consumes. A consumer attaching starts the copies.
+TEST_F(Elements, WithNoConsumerForeignFramesAreNotCopiedButCountedAsDropped) {
+  GstHarness* h = make_sink();
+  gst_harness_play(h);
+  gst_harness_set_src_caps_str(h, kCaps);
+  for (int i = 0; i < 5; ++i)
+    ASSERT_EQ(gst_harness_push(h, gst_buffer_new_allocate(nullptr, 64 * 48 * 4, nullptr)),
+              GST_FLOW_OK);
+  EXPECT_EQ(stat(h->element, "frames-rendered"), 5u);
+  EXPECT_EQ(stat(h->element, "copies"), 0u) << "copied for nobody";
+  EXPECT_EQ(stat(h->element, "frames-dropped"), 5u);
+  EXPECT_EQ(stat(h->element, "frames-sent"), 0u);
+  auto consumer = attach_silent_consumer(h->element, socket_);
+  ASSERT_TRUE(consumer);
+  for (int i = 0; i < 3; ++i)
+    ASSERT_EQ(gst_harness_push(h, gst_buffer_new_allocate(nullptr, 64 * 48 * 4, nullptr)),
+              GST_FLOW_OK);
+  EXPECT_EQ(stat(h->element, "copies"), 3u);
+  EXPECT_EQ(stat(h->element, "frames-sent"), 3u);
+  EXPECT_EQ(stat(h->element, "frames-dropped"), 5u);
   auto warnings = messages(GST_MESSAGE_WARNING);
   ASSERT_EQ(warnings.size(), 1u) << "copies must be announced, once";
   EXPECT_NE(error_text(warnings[0]).find("copied"), std::string::npos);
@@ -174,12 +223,13 @@ TEST_F(Elements, CopyWarningNamesTheTeeNotTheQueueBehindIt) {
     if (type == GST_MESSAGE_EOS) break;
   }
   GstElement* sink = gst_bin_get_by_name(GST_BIN(pipeline), "sink");
-  const guint64 copies = stat(sink, "copies");
+  // No consumer is attached: the frames that needed a copy were dropped instead of copied.
+  const guint64 needed_copies = stat(sink, "copies") + stat(sink, "frames-dropped");
   gst_object_unref(sink);
   gst_element_set_state(pipeline, GST_STATE_NULL);
   gst_object_unref(bus);
   gst_object_unref(pipeline);
-  ASSERT_GT(copies, 0u) << "the tee's frames were not copied: nothing to warn about";
+  ASSERT_GT(needed_copies, 0u) << "the tee's frames needed no copy: nothing to warn about";
   EXPECT_NE(warning.find("'t' (through 'queue"), std::string::npos) << warning;
 }
 
@@ -195,6 +245,8 @@ TEST_F(Elements, SlotsOfAnotherElementsPoolAreCopiedDespiteTheSameGeneration) {
   GstHarness* h = make_sink();
   gst_harness_play(h);
   gst_harness_set_src_caps_str(h, kCaps);
+  auto consumer = attach_silent_consumer(h->element, socket_);
+  ASSERT_TRUE(consumer);
   // The other sink's pool, as upstream of it would get it (already configured by the sink).
   GstBufferPool* pool = nullptr;
   {
