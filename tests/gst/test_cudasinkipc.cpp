@@ -108,20 +108,34 @@ TEST_F(Elements, OffersItsSlotPoolAndSendsPoolBuffersWithoutCopy) {
   TearDownBus();
 }
 
+// Pushes `n` frames in memory of no pool: each needs a copy to be shared.
+void push_foreign(GstHarness* h, int n) {
+  for (int i = 0; i < n; ++i)
+    ASSERT_EQ(gst_harness_push(h, gst_buffer_new_allocate(nullptr, 64 * 48 * 4, nullptr)),
+              GST_FLOW_OK);
+}
+
+// The warning that frames are copied: there, once.
+void expect_one_copy_warning(const std::vector<GstMessage*>& warnings) {
+  EXPECT_EQ(warnings.size(), 1u) << "copies must be announced, once";
+  if (!warnings.empty()) {
+    GError* error = nullptr;
+    gst_message_parse_warning(warnings[0], &error, nullptr);
+    EXPECT_NE(std::string(error ? error->message : "").find("copied"), std::string::npos);
+    g_clear_error(&error);
+  }
+  for (auto* m : warnings) gst_message_unref(m);
+}
+
 TEST_F(Elements, ForeignBuffersAreCopiedCountedAndWarnedOnce) {
   GstHarness* h = make_sink();
   gst_harness_play(h);
   gst_harness_set_src_caps_str(h, kCaps);
   auto consumer = attach_silent_consumer(h->element, socket_);
   ASSERT_TRUE(consumer);
-  for (int i = 0; i < 5; ++i)
-    ASSERT_EQ(gst_harness_push(h, gst_buffer_new_allocate(nullptr, 64 * 48 * 4, nullptr)),
-              GST_FLOW_OK);
+  push_foreign(h, 5);
   EXPECT_EQ(stat(h->element, "copies"), 5u);
-  auto warnings = messages(GST_MESSAGE_WARNING);
-  ASSERT_EQ(warnings.size(), 1u) << "copies must be announced, once";
-  EXPECT_NE(error_text(warnings[0]).find("copied"), std::string::npos);
-  for (auto* m : warnings) gst_message_unref(m);
+  expect_one_copy_warning(messages(GST_MESSAGE_WARNING));
   gst_harness_teardown(h);
   TearDownBus();
 }
@@ -133,25 +147,18 @@ TEST_F(Elements, WithNoConsumerForeignFramesAreNotCopiedButCountedAsDropped) {
   GstHarness* h = make_sink();
   gst_harness_play(h);
   gst_harness_set_src_caps_str(h, kCaps);
-  for (int i = 0; i < 5; ++i)
-    ASSERT_EQ(gst_harness_push(h, gst_buffer_new_allocate(nullptr, 64 * 48 * 4, nullptr)),
-              GST_FLOW_OK);
+  push_foreign(h, 5);
   EXPECT_EQ(stat(h->element, "frames-rendered"), 5u);
   EXPECT_EQ(stat(h->element, "copies"), 0u) << "copied for nobody";
   EXPECT_EQ(stat(h->element, "frames-dropped"), 5u);
   EXPECT_EQ(stat(h->element, "frames-sent"), 0u);
   auto consumer = attach_silent_consumer(h->element, socket_);
   ASSERT_TRUE(consumer);
-  for (int i = 0; i < 3; ++i)
-    ASSERT_EQ(gst_harness_push(h, gst_buffer_new_allocate(nullptr, 64 * 48 * 4, nullptr)),
-              GST_FLOW_OK);
+  push_foreign(h, 3);
   EXPECT_EQ(stat(h->element, "copies"), 3u);
   EXPECT_EQ(stat(h->element, "frames-sent"), 3u);
   EXPECT_EQ(stat(h->element, "frames-dropped"), 5u);
-  auto warnings = messages(GST_MESSAGE_WARNING);
-  ASSERT_EQ(warnings.size(), 1u) << "copies must be announced, once";
-  EXPECT_NE(error_text(warnings[0]).find("copied"), std::string::npos);
-  for (auto* m : warnings) gst_message_unref(m);
+  expect_one_copy_warning(messages(GST_MESSAGE_WARNING));
   gst_harness_teardown(h);
   TearDownBus();
 }
