@@ -9,6 +9,7 @@ import threading
 import time
 
 from . import _capi, _dlpack, _formats
+from ._orphans import Orphans
 
 # A blocking next() waits in C in slices this long, and open() is waited for in slices this long,
 # so that Python can run signal handlers (Ctrl-C) in between; a frame that arrives returns at once.
@@ -253,7 +254,7 @@ class _FrameHandle:
     and the Frame that wraps it, where a KeyboardInterrupt lands when Ctrl-C came during the
     wait. Dropped while it still owns a frame, it releases it (on `release_stream`)."""
 
-    __slots__ = ("pointer", "release_stream", "_release")
+    __slots__ = ("pointer", "release_stream", "_release", "__weakref__")
 
     def __init__(self):
         self.pointer = ctypes.c_void_p()
@@ -268,9 +269,11 @@ class _FrameHandle:
         return self._release(pointer, stream) if pointer else _capi.OK
 
     def __del__(self):
-        # Python ignores an exception raised in __del__, so this calls no Python function (a
-        # signal's KeyboardInterrupt lands at calls) before the library has the frame back.
-        # `pointer` is missing when __init__ itself was interrupted.
+        # Python ignores an exception raised in __del__, so this calls as little as it can before
+        # the library has the frame back; a KeyboardInterrupt that still lands here (at the
+        # first instruction, or after getattr) leaves the frame in `pointer`, which the Reader
+        # keeps and releases at its next call (_orphans). `pointer` is missing when __init__
+        # itself was interrupted.
         pointer = getattr(self, "pointer", None)
         if pointer:
             taken, pointer.value = pointer.value, None
@@ -439,6 +442,9 @@ class Reader:
         # calling interrupt() on the thread that holds it cannot deadlock.
         self._call_lock = threading.Lock()
         self._handle_lock = threading.RLock()
+        # Frames whose handle died holding them (Ctrl-C in its __del__): released by next().
+        release = _capi.lib().cudaipc_frame_release
+        self._orphans = Orphans(lambda pointer: release(pointer, _capi.STREAM_LEGACY))
         if memory not in _MEMORY_OPTIONS:
             raise ValueError(f"memory must be one of {', '.join(_MEMORY_OPTIONS)}, not {memory!r}")
         for name, value in (("max_in_flight", max_in_flight),
@@ -479,7 +485,9 @@ class Reader:
         deadline = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
         # The library writes the frame into its owner: an exception anywhere from the C call's
         # return on (Ctrl-C's KeyboardInterrupt) cannot leave a frame nobody releases.
+        self._orphans.sweep()
         frame_handle = _FrameHandle()
+        self._orphans.track(frame_handle)
         lib = _capi.lib()
         try:
             while True:
@@ -544,6 +552,7 @@ class Reader:
     def close(self):
         """Leaves the producer. Frames not yet released stay valid until they are. Idempotent;
         from another thread, it ends a next() in progress there (which raises Interrupted)."""
+        self._orphans.sweep()  # frames lost in a handle's interrupted __del__ go back first
         with self._handle_lock:
             handle = self._handle
             if handle is None:

@@ -14,6 +14,7 @@ import threading
 import time
 
 from . import _capi, _dlpack, _formats
+from ._orphans import Orphans
 from ._reader import _SLICE_MS, _ArrayExports, _FrameLayouts, _PlaneMembers, stream_handle
 
 _MEMORY_OPTIONS = {"cuda": _capi.MEMORY_CUDA, "host": _capi.MEMORY_HOST}
@@ -161,7 +162,7 @@ class _SlotHandle:
     and the WriterFrame that wraps it, where a KeyboardInterrupt lands when Ctrl-C came during
     the wait. Dropped while it still owns a slot, it abandons it."""
 
-    __slots__ = ("pointer", "_abandon", "_publish")
+    __slots__ = ("pointer", "_abandon", "_publish", "__weakref__")
 
     def __init__(self):
         self.pointer = ctypes.c_void_p()
@@ -185,7 +186,9 @@ class _SlotHandle:
         return self._publish(pointer, stream, pts_ns, duration_ns)
 
     def __del__(self):
-        # As _FrameHandle.__del__: no Python call before the library has the slot back.
+        # As _FrameHandle.__del__: as little as can be before the library has the slot back;
+        # what a KeyboardInterrupt here leaves in `pointer`, the Writer abandons at its next
+        # acquire() or close() (_orphans).
         pointer = getattr(self, "pointer", None)
         if pointer:
             taken, pointer.value = pointer.value, None
@@ -459,6 +462,9 @@ class Writer:
         # cannot cut in two (see _call).
         self._calls = {}
         self._close_lock = threading.Lock()
+        # Slots whose handle died holding them (Ctrl-C in its __del__): abandoned by acquire()
+        # and close().
+        self._orphans = Orphans(_capi.lib().cudaipc_slot_abandon)
         # Timeouts of the slices a blocking call waits in, which the library counted but which
         # were no acquire() timing out: taken off stats["acquire_timeouts"].
         self._slice_timeouts = 0
@@ -564,7 +570,9 @@ class Writer:
         deadline = _deadline(timeout_ms)
         # The library writes the slot into its owner: an exception anywhere from the C call's
         # return on (Ctrl-C's KeyboardInterrupt) cannot leave a slot nobody gives back.
+        self._orphans.sweep()
         slot = _SlotHandle()
+        self._orphans.track(slot)
         acquire = _capi.lib().cudaipc_writer_acquire
         try:
             while True:
@@ -816,6 +824,7 @@ class Writer:
         """Says goodbye to the consumers and frees the writer; frames they hold stay valid, and
         so do frames still lent (they can only be abandoned: their publish() raises EndOfStream).
         Idempotent. Calls in progress on other threads are ended (Interrupted) and waited for."""
+        self._orphans.sweep()  # slots lost in a handle's interrupted __del__ go back first
         with self._close_lock:
             handle, self._handle = self._handle, None
         if handle is None:

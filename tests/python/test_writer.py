@@ -41,6 +41,7 @@ except ImportError:
 
 import cudaipc
 from cudaipc import _capi, _dlpack, _writer
+from interrupts import interrupt_in_finalizer
 
 START_TIMEOUT_S = 30  # a child's start: Python, NumPy, the library
 FRAME_TIMEOUT_MS = 10000  # a frame or a slot that is coming
@@ -188,7 +189,8 @@ while True:
         if reported < interrupts:
             print("INTERRUPTED", interrupts, flush=True)
             reported = interrupts
-        if interrupts == 20:
+        if interrupts >= 20:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C the parent sent again
             break
         while True:
             k += 1
@@ -573,6 +575,31 @@ class WriterTest(unittest.TestCase):
                          [(48, 64), (24, 32, 2)])
         frame.abandon()
 
+    def test_keyboard_interrupt_in_a_dropped_frames_finalizer_loses_no_slot(self):
+        """Ctrl-C can land in the __del__ that gives a dropped frame's slot back, where Python
+        ignores the KeyboardInterrupt and the rest of __del__ does not run (seen in CI). The
+        slot is not lost: the writer abandons it at its next acquire(). Injected at each line
+        event of the handle's __del__ in turn (sys.settrace), up to the call that hands the slot
+        over: a signal lands at a function's start and after calls, not between taking the
+        pointer and that call, while a trace function can raise at any line."""
+        writer = self.writer("finalizer", pool_size=2)
+        injected = 0
+        for line in range(1, 10):
+            frames = [self.acquire(writer), self.acquire(writer)]
+            with interrupt_in_finalizer(line) as events:
+                del frames[0]  # its __del__ runs here, and is cut short at that line
+            if line > events[0]:
+                frames[0].abandon()
+                break  # every line of __del__ had its interrupt
+            injected += 1
+            again = writer.acquire(2000)
+            self.assertIsNotNone(again,
+                                 f"the slot was lost when Ctrl-C landed at line event {line}")
+            again.abandon()
+            frames[0].abandon()
+            del again, frames
+        self.assertGreater(injected, 1, "__del__ ran too few lines to test")
+
     def test_keyboard_interrupt_anywhere_in_acquire_leaks_no_slot(self):
         """Ctrl-C's KeyboardInterrupt can land at any line Python runs in acquire(), including
         the ones between the library's return of a slot and the WriterFrame that wraps it.
@@ -596,7 +623,11 @@ class WriterTest(unittest.TestCase):
                 return local
 
             def tracer(frame, event, arg):
-                return local if frame.f_code.co_filename.startswith(package) else None
+                # Not the orphans' sweep: interrupted, it leaves its work to the next call (its
+                # own test is the finalizer one), and the handles `caught` keeps alive would
+                # give it one more line per round, without end.
+                name = frame.f_code.co_filename
+                return local if name.startswith(package) and "_orphans" not in name else None
 
             sys.settrace(tracer)
             try:
@@ -626,10 +657,17 @@ class WriterTest(unittest.TestCase):
         child.wait_line("READY")
         seed = random.randrange(1 << 30)
         chance = random.Random(seed)
-        for count in range(1, 21):
+        count = lost = 0
+        while count < 20:
             time.sleep(0.001 + chance.random() * 0.04)
             child.process.send_signal(signal.SIGINT)
-            child.wait_line(f"INTERRUPTED {count}", timeout_s=10)
+            try:
+                count = int(child.wait_line("INTERRUPTED", timeout_s=2).split()[1])
+            except AssertionError:
+                # Landed in a finalizer (a handle's __del__), where Python ignores what is
+                # raised: the user presses Ctrl-C again. The slot must not be lost either way.
+                lost += 1
+                self.assertLess(lost, 10, f"10 Ctrl-Cs went unanswered (random seed {seed})")
         line = child.wait_line("SLOTS", timeout_s=20)
         _, slots, stats = line.split(" ", 2)
         self.assertEqual(slots, "4", f"a slot was lost (random seed {seed}); stats {stats}")
