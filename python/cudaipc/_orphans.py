@@ -14,11 +14,13 @@ import weakref
 
 
 class Orphans:
-    """The pointer boxes (ctypes.c_void_p) of an owner's live handles. `give_back(pointer)`
-    returns one pointer to the library."""
+    """The pointer boxes (ctypes.c_void_p) of an owner's live handles. `give_back(pointer,
+    *args)`, a library function (not Python code, whose first instruction a KeyboardInterrupt
+    could cut short), returns one pointer to the library."""
 
-    def __init__(self, give_back):
+    def __init__(self, give_back, *args):
         self._give_back = give_back
+        self._args = args
         self._boxes = {}  # id(box) -> (weak reference to the handle, box)
         self._lock = threading.Lock()
 
@@ -37,7 +39,7 @@ class Orphans:
             # and forgotten only after: an interrupted sweep leaves the box to the next one.
             taken, box.value = box.value, None
             if taken:
-                self._give_back(taken)
+                self._give_back(taken, *self._args)
             with self._lock:
                 self._boxes.pop(key, None)
 

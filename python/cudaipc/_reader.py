@@ -443,8 +443,7 @@ class Reader:
         self._call_lock = threading.Lock()
         self._handle_lock = threading.RLock()
         # Frames whose handle died holding them (Ctrl-C in its __del__): released by next().
-        release = _capi.lib().cudaipc_frame_release
-        self._orphans = Orphans(lambda pointer: release(pointer, _capi.STREAM_LEGACY))
+        self._orphans = Orphans(_capi.lib().cudaipc_frame_release, _capi.STREAM_LEGACY)
         if memory not in _MEMORY_OPTIONS:
             raise ValueError(f"memory must be one of {', '.join(_MEMORY_OPTIONS)}, not {memory!r}")
         for name, value in (("max_in_flight", max_in_flight),
