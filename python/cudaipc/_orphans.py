@@ -42,6 +42,3 @@ class Orphans:
                 self._give_back(taken, *self._args)
             with self._lock:
                 self._boxes.pop(key, None)
-
-    def __len__(self):
-        return len(self._boxes)
