@@ -700,4 +700,11 @@ Status copy_2d_async(void* dst, size_t dst_pitch, const void* src, size_t src_pi
   return Status::ok();
 }
 
+Status copy_async(void* dst, const void* src, size_t bytes, StreamHandle stream) {
+  if (bytes == 0) return Status::ok();
+  if (!dst || !src) return invalid("copy_async: null pointer");
+  CIPC_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, to_stream(stream)));
+  return Status::ok();
+}
+
 }  // namespace cipc_cuda

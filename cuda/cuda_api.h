@@ -251,5 +251,7 @@ class DeviceGuard {
 // `row_bytes` bytes. Pointers are host addresses or DevicePtr values cast to void*.
 Status copy_2d_async(void* dst, size_t dst_pitch, const void* src, size_t src_pitch,
                      size_t row_bytes, size_t rows, StreamHandle stream);
+// 1-D asynchronous copy of `bytes` bytes in any direction (cudaMemcpyAsync, cudaMemcpyDefault).
+Status copy_async(void* dst, const void* src, size_t bytes, StreamHandle stream);
 
 }  // namespace cipc_cuda

@@ -11,7 +11,12 @@ GST_DEBUG_CATEGORY_STATIC(cipc_cuda_frames_debug);
 namespace cipc_gst {
 
 cipc_cuda::Status copy_planes_async(const GstVideoInfo& info, const PlanePointers& dst,
-                                    const PlanePointers& src, cipc_cuda::StreamHandle stream) {
+                                    const PlanePointers& src, cipc_cuda::StreamHandle stream,
+                                    bool one_allocation_each) {
+  if (one_allocation_each) {
+    if (const gsize span = contiguous_span(info, dst, src))
+      return cipc_cuda::copy_async(const_cast<void*>(dst.data[0]), src.data[0], span, stream);
+  }
   cipc_cuda::Status s;
   for (guint p = 0; s && p < GST_VIDEO_INFO_N_PLANES(&info); ++p) {
     const gint row_bytes = MIN(src.stride[p], dst.stride[p]);

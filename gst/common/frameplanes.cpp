@@ -69,6 +69,22 @@ bool copy_video_frame(GstVideoFrame* dst, const GstVideoFrame* src) {
   return true;
 }
 
+gsize contiguous_span(const GstVideoInfo& info, const PlanePointers& dst,
+                      const PlanePointers& src) {
+  const auto at = [](const void* p) { return reinterpret_cast<guintptr>(p); };
+  gsize span = 0;
+  for (guint p = 0; p < GST_VIDEO_INFO_N_PLANES(&info); ++p) {
+    if (!dst.data[p] || !src.data[p] || dst.stride[p] <= 0 || src.stride[p] != dst.stride[p])
+      return 0;
+    // Planes before plane 0 (or a layout whose distances differ) are not one span.
+    if (at(dst.data[p]) < at(dst.data[0]) || at(src.data[p]) < at(src.data[0])) return 0;
+    const gsize distance = at(dst.data[p]) - at(dst.data[0]);
+    if (at(src.data[p]) - at(src.data[0]) != distance) return 0;
+    span = MAX(span, distance + gsize(dst.stride[p]) * plane_rows(info, p));
+  }
+  return span;
+}
+
 // Whether the frame is long enough for the caps' default layout.
 static bool holds_default_layout(const cipc::Frame& frame, const GstVideoInfo& info,
                                  std::string* why) {

@@ -34,6 +34,20 @@ gsize plane_row_bytes(const GstVideoInfo& info, guint plane);
 // plane_row_bytes() (the smaller stride where that is 0); tiled formats tile by tile.
 bool copy_video_frame(GstVideoFrame* dst, const GstVideoFrame* src);
 
+// One side of a plane copy: each plane's first byte (host address, or a device address cast to
+// a pointer) and its row stride in bytes.
+struct PlanePointers {
+  const void* data[GST_VIDEO_MAX_PLANES] = {};
+  gint stride[GST_VIDEO_MAX_PLANES] = {};
+};
+
+// Where `dst` and `src` lay out a frame of `info` alike - every plane at the same distance from
+// plane 0, with the same stride - the frame is one span of bytes on either side: its length,
+// from plane 0's first byte to the end of the plane that ends last. 0 where the layouts differ
+// (then only a plane-by-plane, row-by-row copy will do). The caller knows that each side's
+// planes lie in one allocation, since the bytes between planes are part of the span.
+gsize contiguous_span(const GstVideoInfo& info, const PlanePointers& dst, const PlanePointers& src);
+
 // Consumer side: checks that the producer's layout keeps every plane of `info` inside
 // `frame.size` bytes (never trusting the peer). On success fills `layout` with the offsets and
 // strides to put into the output buffer's GstVideoMeta.

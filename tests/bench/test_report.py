@@ -19,6 +19,8 @@
 9. The fan-out table's p99 after the pool's first round is the slowest consumer's, and "-" for
    runs that have none.
 10. README.md's performance summary is the report's, and README's other figures are the page's.
+11. GStreamer's cudaipc rows beside ours, the wake-ups against the floor, and the pageable upload
+    against one copy of the frame (issue 46).
 """
 import copy
 import importlib.machinery
@@ -200,12 +202,80 @@ def check_fanout_warm(res):
     run["fanout"] = rows
     text = page_of(run, "fan-out rows with and without the first-round figure")
     fan = text.split("## Fan-out", 1)[-1].split("\n## ", 1)[0]
-    lines = [l for l in fan.splitlines() if re.match(r"\| \d+ \| \d+ \|", l)]
-    # | consumers | slots | frames/s | p50 | p99 | p99 after the pool's first round | ...
-    warm = [l.split("|")[6].strip() for l in lines]
+    lines = [l for l in fan.splitlines() if re.match(r"\| [^|]+ \| \d+ \| \d+ \|", l)]
+    # | path | consumers | slots | frames/s | p50 | p99 | p99 after the pool's first round | ...
+    warm = [l.split("|")[7].strip() for l in lines]
     slowest = 400.0 + 10 * (len(rows[1]["per_consumer_latency_us"]) - 1)
     check(warm == ["-", f"{slowest:.1f} µs"],
           f"the fan-out table gives the slowest consumer's p99 after the pool's first round: {warm}")
+
+
+def check_peer_and_floors(res):
+    """11. Issue 46's additions: GStreamer's cudaipc rows beside ours (ratios, fan-out per path, the
+    headline), the wake-up table against the floor with the harness's share left out, and the
+    pageable upload against one copy of the same frame; the plots of fan-out and of p50 per path."""
+    run = copy.deepcopy(res)
+    peer_rows = []
+    for r in run["transport"]:
+        if r["mode"] == "zero-copy":
+            p = copy.deepcopy(r)
+            p["mode"] = "gst-cudaipc"
+            p["latency_us"]["p50"] = r["latency_us"]["p50"] * 8
+            p["fps"] = r["fps"] / 4 if not r["paced_fps"] else r["fps"]
+            peer_rows.append(p)
+    run["transport"] += peer_rows
+    run["peer_gstreamer"] = "GStreamer 1.28.6"
+    fan = [copy.deepcopy(r) for r in run["fanout"] if r["consumers"] in (1, 16)]
+    for r in fan:
+        r["mode"] = "zero-copy"
+    theirs = copy.deepcopy(fan)
+    for r in theirs:
+        r["mode"] = "gst-cudaipc"
+        r["cpu_us_per_frame"]["producer"] = 200.0 + 100.0 * (r["consumers"] - 1)
+        for c in r["per_consumer_latency_us"]:
+            c["cpu"]["p99"] *= 10
+    run["fanout"] = fan + theirs
+    zero = next(r for r in run["transport"] if r["mode"] == "zero-copy" and r["paced_fps"] == 60
+                and r["consumers"] == 1 and r["size"] == "1080p")
+    unstamped = copy.deepcopy(zero)
+    unstamped["latency_us"]["p50"] = 150.0
+    unstamped["cpu_us_per_frame"] = {"producer": 200.0, "consumer": 180.0}
+    unstamped["handle_cpu_us_per_frame"] = 40.0
+    unstamped["push_cpu_us_per_frame"] = 10.0
+    unstamped["threads"] = {"producer": [{"name": "cudaipc-cuda-pe", "cpu_us": 170.0, "wakeups": 1.0},
+                                         {"name": "cipc-producer", "cpu_us": 30.0, "wakeups": 0.2}],
+                            "consumer": [{"name": "src:src", "cpu_us": 175.0, "wakeups": 1.0},
+                                         {"name": "cuda-EvtHandlr", "cpu_us": 5.0, "wakeups": 0.17}]}
+    run["breakdown_unstamped"] = [unstamped]
+    run["floor"] = {"messages": 600, "p50_us": 100.0, "p99_us": 300.0, "max_us": 500.0,
+                    "receiver_cpu_us": 40.0, "sender_cpu_us": 50.0}
+    run["upload_floor"] = [{"size": "1080p", "pageable-1d": {"bytes": 8294400, "p50_us": 700.0, "p99_us": 800.0},
+                            "pageable-2d": {"bytes": 8294400, "p50_us": 1400.0, "p99_us": 1500.0},
+                            "pinned": {"bytes": 8294400, "p50_us": 400.0, "p99_us": 420.0}}]
+    base = find_row(run["inputs"], "zero-copy", "1080p")
+    page = find_row(run["inputs"], "system memory (pageable)", "1080p")
+    if base and page:
+        page["latency_us"]["p50"] = base["latency_us"]["p50"] + 840.0
+    text = page_of(run, "a run with the peer's rows, the wake-up runs and the upload floor")
+    check("| GStreamer cudaipcsink/src, io-mode=import | 8.0x |" in text,
+          "the ratios table sets our zero-copy path against GStreamer's cudaipc, 8x lower latency")
+    check("- Against GStreamer cudaipcsink/src, io-mode=import (GStreamer 1.28.6), same harness, same run: "
+          "1080p paced p50 8.0x lower" in text, "the headline gives the ratio to the peer")
+    check("| GStreamer cudaipcsink/src, io-mode=import | 16 |" in text, "the fan-out table has the peer's rows")
+    check(re.search(r"\| GStreamer cudaipcsink/src, io-mode=import \| 16 \|([^|]*\|){7} 100\.0 µs \|", text) is not None,
+          "the peer's producer CPU per added consumer is against its own one-consumer run (100 µs)")
+    check("| 150.0 µs (1.50x) | 180.0 µs, 140.0 µs (3.50x) | 200.0 µs, 40.0 µs (0.80x) |" in text,
+          "the wake-up table: p50, the consumer's own CPU (less HANDLE) and the producer's own CPU (less its "
+          "source, plus the push) against the floor")
+    check("the upload adds 840.0 µs to the zero-copy path's p50, 1.20x the floor" in text,
+          "the pageable row is set against one pageable copy of the same frame")
+    if shutil.which("gnuplot"):
+        check("images/perf-fanout.png" in text and "images/perf-paths.png" in text,
+              "the page shows the fan-out plot and the p50-per-path plot")
+
+
+def find_row(rows, mode, size):
+    return next((r for r in rows if r["mode"] == mode and r["size"] == size), None)
 
 
 FIGURE = re.compile(r"\d[\d,.]*(?:-\d[\d,.]*)?\s?(?:µs|ms|frames/s)")
@@ -363,6 +433,7 @@ def main():
     check_fanout_warm(res)
     check_syscalls(res)
     check_merge(res)
+    check_peer_and_floors(res)
     print(f"{len(failures)} failure(s)")
     return 1 if failures else 0
 

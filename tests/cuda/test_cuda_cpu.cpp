@@ -427,6 +427,8 @@ TEST(Launchers, ArgumentChecksAndNoOps) {
   EXPECT_TRUE(contains(st.message(), "pitch")) << st.message();
   EXPECT_TRUE(cc::copy_2d_async(nullptr, 0, nullptr, 0, 0, 5, nullptr).is_ok());
   EXPECT_FALSE(cc::copy_2d_async(nullptr, 16, nullptr, 16, 16, 5, nullptr).is_ok());
+  EXPECT_TRUE(cc::copy_async(nullptr, nullptr, 0, nullptr).is_ok());
+  EXPECT_FALSE(cc::copy_async(nullptr, nullptr, 16, nullptr).is_ok());
 }
 
 }  // namespace

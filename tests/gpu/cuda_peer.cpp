@@ -3,13 +3,14 @@
 //
 //   cudaipc-cuda-peer produce --socket P [--width W --height H --frames N --fps F
 //                             --record FILE --sync-mode gpu-events|cpu --device D
-//                             --source pool|foreign|host|detour --pool-size S --consumers C
+//                             --source pool|foreign|host|detour|sysmem|sysmem-pool|cudaupload|
+//                                      nvh264dec|gst-cudaipc --pool-size S --consumers C
 //                             --stamps FILE]
 //   cudaipc-cuda-peer consume --socket P [--frames N --record FILE --io-mode import|copy
 //                             --arrivals FILE --hold-ms M --timeout-s T --device D
 //                             --keep-held K --reread FILE
 //                             --max-in-flight M --cpu-map 1
-//                             --transport cuda|gst-cuda|gl|host|shm
+//                             --transport cuda|gst-cuda|gl|host|shm|gst-cudaipc
 //                             --width W --height H]
 //   cudaipc-cuda-peer display --socket P [--frames N --io-mode import|copy --arrivals FILE]
 //   cudaipc-cuda-peer fake-producer --socket P
@@ -34,6 +35,10 @@
 //            the sink's pad, after the decode); --width/--height must be the clip's. With
 //            --decoder-surfaces 1 the decoder copies into the sink's exportable pool instead
 //            (GStreamer >= 1.24), and the sink sends that memory as it is
+//   gst-cudaipc  GStreamer's own cudaipcsink (1.24 and later) instead of ours, the pool source's
+//            frames written into the CUDA pool it proposes; the consumer takes --transport
+//            gst-cudaipc (cudaipcsrc, --io-mode import|copy as its own io-mode). Frame numbers
+//            cross as a custom meta (gst_cudaipc_peer.h). The benchmark's peer rows.
 // --stamps (producer) and --arrivals (consumer) write "frame-number CLOCK_MONOTONIC-ns" lines:
 // when a frame entered the producer's sink (just before the push, or before the download where
 // there is one), and when it left the consumer's first element (cudasrc-ipc's src pad; after the
@@ -45,9 +50,11 @@
 // us_per_frame=X frames=N`: their own CPU time per frame over the frames after the first 30
 // (start-up left out), and a `THREAD name=… cpu_us_per_frame=… wakeups_per_frame=…` line per
 // thread; the producer also prints `PUSH cpu_us_per_frame=…`, the sink's share of its own thread
-// (the push call). display runs `cudasrc-ipc ! ximagesink sync=false` and writes "capture-ns
-// present-ns" per frame to --arrivals: the frame's capture time (its PTS on CLOCK_MONOTONIC) and
-// when ximagesink had shown it (its chain function returned; with sync=false it draws inside it).
+// (the push call), and the consumer `HANDLE cpu_us_per_frame=…`, the harness's own share of the
+// thread that handles the frames (its checks, stamps and log lines; not the release). display runs
+// `cudasrc-ipc ! ximagesink sync=false` and writes "capture-ns present-ns" per frame to --arrivals:
+// the frame's capture time (its PTS on CLOCK_MONOTONIC) and when ximagesink had shown it (its chain
+// function returned; with sync=false it draws inside it).
 //
 // --transport gst-cuda makes the consumer take GStreamer's CUDA memory (memory:CUDAMemory), as an
 // nvcodec element downstream would: it orders its work after the memory's stream (GPU-side) and
@@ -109,8 +116,10 @@
 #include "cuda_api.h"
 #include "cudaipc/gstcudaipcmemory.h"
 #include "frame_conformance.h"
+#include "paced_clock.h"
 #ifdef CIPC_HAVE_GST_CUDA
 #include "common/gstcompat.h"
+#include "gst_cudaipc_peer.h"
 #endif
 #include "test_pattern.h"
 #include "thread_usage.h"
@@ -695,7 +704,78 @@ int produce_decoded(const Options& o) {
   return 0;
 }
 
+#ifdef CIPC_HAVE_GST_CUDA
+// --source gst-cudaipc: GStreamer's own cudaipcsink instead of ours (gst_cudaipc_peer.h), fed
+// as the pool source feeds ours: each frame written on the GPU into the sink's proposed CUDA
+// pool, stamped just before the push. Frame numbers ride in a custom meta.
+int produce_peer(const Options& o) {
+  GstVideoInfo info;
+  gst_video_info_set_format(&info, GST_VIDEO_FORMAT_BGRA, guint(o.width), guint(o.height));
+  GST_VIDEO_INFO_FPS_N(&info) = o.fps;
+  GST_VIDEO_INFO_FPS_D(&info) = 1;
+  const size_t row_bytes = size_t(o.width) * 4;
+  TimeLog stamps(o.stamps);
+  cipc_bench::PeerIpcSink sink;
+  std::string error;
+  if (!sink.start(o.socket, info, unsigned(o.pool_size), o.device, &error)) die(error);
+  printf("READY\n");
+  fflush(stdout);
+  if (o.frames != 0) wait_for_consumers(o.consumers, [&] { return sink.consumers(); });
+  CpuMeter cpu;
+  ThreadMeter threads;
+  double push_cpu_us = 0;
+  const uint64_t period = o.fps ? 1000000000ull / o.fps : 0;
+  const uint64_t t0 = now_ns();
+  long i = 0;
+  for (; (o.frames == 0 || i < o.frames) && !g_stop; ++i) {
+    if (i == kWarmupFrames) {
+      cpu.mark(i);
+      threads.mark(i);
+      mark_copy_audit();
+    }
+    if (period) cipc_test::sleep_until_ns(t0 + i * period);
+    GstBuffer* b = sink.acquire();
+    if (!b) die("cudaipcsink's pool gave no buffer");
+    GstMemory* mem = gst_buffer_peek_memory(b, 0);
+    const GstVideoMeta* meta = gst_buffer_get_video_meta(b);
+    const size_t pitch =
+        meta ? size_t(meta->stride[0]) : size_t(GST_VIDEO_INFO_PLANE_STRIDE(&info, 0));
+    GstMapInfo map;
+    if (!gst_memory_map(mem, &map, GstMapFlags(GST_MAP_WRITE | GST_MAP_CUDA)))
+      die("could not map cudaipcsink's CUDA memory for writing");
+    {
+      // In the memory's context, on its stream: ordered before cudaipcsink's own work (1.24+).
+      cipc_bench::MemoryContextScope scope(mem);
+      if (!scope.entered()) die("could not enter the CUDA context of cudaipcsink's memory");
+      const uint64_t ptr = reinterpret_cast<uint64_t>(map.data) + (meta ? meta->offset[0] : 0);
+      check(cipc_cuda::launch_fill_pattern(ptr, pitch, row_bytes, o.height, uint32_t(i),
+                                           scope.stream()),
+            "fill kernel");
+      if (!scope.stream()) check(cipc_cuda::synchronize_stream(nullptr), "fill sync");
+    }
+    gst_memory_unmap(mem, &map);
+    cipc_bench::tag_frame(b, uint64_t(i));
+    GST_BUFFER_PTS(b) = period ? i * period : i * 1000000;
+    GST_BUFFER_OFFSET(b) = i;
+    stamps.add(i, now_ns());
+    const double push_start = thread_cpu_us();
+    if (!sink.push(b, &error)) die(error);
+    if (i >= kWarmupFrames) push_cpu_us += thread_cpu_us() - push_start;
+  }
+  cpu.report(i);
+  threads.report(i);
+  if (i > kWarmupFrames)
+    printf("PUSH cpu_us_per_frame=%.2f\n", push_cpu_us / double(i - kWarmupFrames));
+  sink.finish();
+  fflush(stdout);
+  return 0;
+}
+#endif
+
 int produce(const Options& o) {
+#ifdef CIPC_HAVE_GST_CUDA
+  if (o.source == "gst-cudaipc") return produce_peer(o);
+#endif
   const bool pool = o.source == "pool", foreign = o.source == "foreign", host = o.source == "host",
              detour = o.source == "detour", sysmem = o.source == "sysmem",
              sysmem_pool = o.source == "sysmem-pool", upload = o.source == "cudaupload",
@@ -758,12 +838,7 @@ int produce(const Options& o) {
       threads.mark(i);
       mark_copy_audit();
     }
-    if (period) {
-      const uint64_t due = t0 + i * period;
-      const timespec ts{time_t(due / 1000000000ull), long(due % 1000000000ull)};
-      while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
-      }
-    }
+    if (period) cipc_test::sleep_until_ns(t0 + i * period);
     GstBuffer* b = nullptr;
     if (pool || foreign) {
       b = foreign ? donor.acquire() : sink.acquire();
@@ -882,12 +957,22 @@ struct ConsumerState {
   std::atomic<long> frames{0};  // counted in the streaming thread with --streaming-thread 1
 };
 
+// A received frame's number: cudasrc-ipc carries the buffer offset; GStreamer's cudaipcsrc
+// only the custom meta the producer tagged it with.
+uint64_t frame_number(GstBuffer* b) {
+#ifdef CIPC_HAVE_GST_CUDA
+  uint64_t tagged = 0;
+  if (cipc_bench::frame_tag(b, &tagged)) return tagged;
+#endif
+  return GST_BUFFER_OFFSET(b);
+}
+
 // When a frame leaves cudasrc-ipc (its first element), by frame number; and when the producer
 // sent it (cudasrc-ipc's reference timestamp meta), which splits the latency into stages.
 GstPadProbeReturn arrival_probe(GstPad*, GstPadProbeInfo* info, gpointer data) {
   auto* st = static_cast<ConsumerState*>(data);
   GstBuffer* b = GST_PAD_PROBE_INFO_BUFFER(info);
-  st->arrivals->add(GST_BUFFER_OFFSET(b), now_ns());
+  st->arrivals->add(frame_number(b), now_ns());
   static GstCaps* send_time = gst_caps_new_empty_simple("timestamp/x-cudaipc-send-monotonic");
   if (GstReferenceTimestampMeta* m = gst_buffer_get_reference_timestamp_meta(b, send_time))
     st->sends->add(GST_BUFFER_OFFSET(b), m->timestamp);
@@ -916,14 +1001,23 @@ bool report_error(GstBus* bus, GstClockTime wait) {
 int consume(const Options& o) {
   // cuda: frames stay in CUDA memory. host: the producer is in host memory (--source host), the
   // frame is uploaded here. shm: the stock-element detour (--source detour), uploaded here too.
-  const bool gst_cuda = o.transport == "gst-cuda", gl = o.transport == "gl";
+  // gst-cudaipc: GStreamer's own cudaipcsrc (the producer ran --source gst-cudaipc), whose
+  // GstCudaMemory is handled as gst-cuda's is.
+  const bool peer = o.transport == "gst-cudaipc";
+  const bool gst_cuda = o.transport == "gst-cuda" || peer, gl = o.transport == "gl";
   const bool cuda = o.transport == "cuda" || gst_cuda, shm = o.transport == "shm";
   if (!cuda && !shm && !gl && o.transport != "host") die("unknown --transport " + o.transport);
 #ifndef CIPC_HAVE_GST_CUDA
-  if (gst_cuda) die("--transport gst-cuda needs a build with GStreamer's CUDA library");
+  if (gst_cuda) die("--transport " + o.transport + " needs a build with GStreamer's CUDA library");
 #endif
+  if (peer && !o.record.empty()) die("--transport gst-cudaipc does not --record");
   std::string launch;
-  if (shm) {
+  if (peer) {
+    launch = "cudaipcsrc name=src connection-timeout=20 io-mode=" + o.io_mode +
+             " address=" + o.socket +
+             (o.device >= 0 ? " cuda-device-id=" + std::to_string(o.device) : "") +
+             " ! video/x-raw(memory:CUDAMemory)";
+  } else if (shm) {
     launch = "shmsrc name=src is-live=true socket-path=" + o.socket +
              " ! video/x-raw,format=BGRA,width=" + std::to_string(o.width) +
              ",height=" + std::to_string(o.height) + ",framerate=0/1";
@@ -971,9 +1065,13 @@ int consume(const Options& o) {
   std::string no_device;
   const int devices = cipc_cuda::device_count(&no_device);
   int stream_device = o.device < 0 || o.device >= devices ? 0 : o.device;
-  check(cipc_cuda::Stream::create(stream_device, &stream), "stream");
-  checksum = std::make_unique<GpuChecksum>(stream_device, 8192);
-  checksum->warm_up(stream.handle());
+  // GStreamer's cudaipcsrc works in a CUDA context of its own, and so does this harness behind it
+  // (the memory's): no primary context here, which would count as the peer's GPU memory.
+  if (!peer) {
+    check(cipc_cuda::Stream::create(stream_device, &stream), "stream");
+    checksum = std::make_unique<GpuChecksum>(stream_device, 8192);
+    checksum->warm_up(stream.handle());
+  }
   gst_element_set_state(pipeline, GST_STATE_PLAYING);
   printf("READY\n");
   fflush(stdout);
@@ -987,12 +1085,18 @@ int consume(const Options& o) {
   ThreadMeter threads;
   std::deque<GstSample*> kept;  // --keep-held
   // One received frame: wait for it on the GPU, optionally checksum it, record the release.
+  // The harness's own CPU in process() (checks, stamps, checksums, log lines), after warm-up: what
+  // an application would spend, left out of the element's share. The release that the sample's
+  // unref sets off is the element's, and is not counted here.
+  double handle_cpu_us = 0;
   auto process = [&](GstSample* sample) {
     if (st.frames == kWarmupFrames) {
       cpu.mark(st.frames);
       threads.mark(st.frames);
       mark_copy_audit();
     }
+    const bool counted = st.frames >= kWarmupFrames;
+    const double handle_start = thread_cpu_us();
     GstBuffer* b = gst_sample_get_buffer(sample);
     GstVideoInfo vi;
     if (!gst_video_info_from_caps(&vi, gst_sample_get_caps(sample)))
@@ -1040,21 +1144,32 @@ int consume(const Options& o) {
       GstMapInfo map;
       if (!meta || !gst_memory_map(mem, &map, GstMapFlags(GST_MAP_READ | GST_MAP_CUDA)))
         die("could not map GStreamer CUDA memory on the GPU");
-      // As an nvcodec element on a stream of its own: order after the memory's stream on the GPU.
-      if (void* pending = cipc_gst::gst_cuda_memory_pending_stream(mem)) {
-        if (!gst_ready.valid())
-          check(cipc_cuda::Event::create_local(stream_device, &gst_ready), "event");
-        check(gst_ready.record(pending), "record after the memory's stream");
-        check(gst_ready.wait(stream.handle()), "wait for the memory's stream");
+      if (peer) {
+        // cudaipcsrc's memory lives in a CUDA context of its own: as an nvcodec element
+        // downstream would, work on the memory's stream in that context, and be done reading
+        // before the buffer goes back (GstCudaMemory has no GPU-side release).
+        cipc_bench::MemoryContextScope scope(mem);
+        if (!scope.entered()) die("could not enter the CUDA context of cudaipcsrc's memory");
+        if (stamp_gpu) gpu_ready.stamp_after(scope.stream(), frame_number(b));
+        check(cipc_cuda::synchronize_stream(scope.stream()), "read");
+      } else {
+        // As an nvcodec element on a stream of its own: order after the memory's stream on the
+        // GPU.
+        if (void* pending = cipc_gst::gst_cuda_memory_pending_stream(mem)) {
+          if (!gst_ready.valid())
+            check(cipc_cuda::Event::create_local(stream_device, &gst_ready), "event");
+          check(gst_ready.record(pending), "record after the memory's stream");
+          check(gst_ready.wait(stream.handle()), "wait for the memory's stream");
+        }
+        if (stamp_gpu) gpu_ready.stamp_after(stream.handle(), GST_BUFFER_OFFSET(b));
+        const uint64_t ptr = reinterpret_cast<uint64_t>(map.data) + meta->offset[0];
+        if (st.record)
+          fprintf(st.record, "%llu %llu\n", (unsigned long long)GST_BUFFER_OFFSET(b),
+                  (unsigned long long)checksum->run(ptr, meta->stride[0], row_bytes, rows,
+                                                    stream.handle()));
+        else
+          check(stream.synchronize(), "read");  // done reading before the memory goes
       }
-      if (stamp_gpu) gpu_ready.stamp_after(stream.handle(), GST_BUFFER_OFFSET(b));
-      const uint64_t ptr = reinterpret_cast<uint64_t>(map.data) + meta->offset[0];
-      if (st.record)
-        fprintf(st.record, "%llu %llu\n", (unsigned long long)GST_BUFFER_OFFSET(b),
-                (unsigned long long)checksum->run(ptr, meta->stride[0], row_bytes, rows,
-                                                  stream.handle()));
-      else
-        check(stream.synchronize(), "read");  // done reading before the memory goes
       gst_memory_unmap(mem, &map);
 #endif
     } else {
@@ -1110,6 +1225,7 @@ int consume(const Options& o) {
       }
     }
     if (o.hold_ms) std::this_thread::sleep_for(std::chrono::milliseconds(o.hold_ms));
+    const double release_start = thread_cpu_us();
     if (o.keep_held > 0 && cuda && !gst_cuda) {
       kept.push_back(sample);
       if (kept.size() > size_t(o.keep_held)) {
@@ -1119,11 +1235,13 @@ int consume(const Options& o) {
     } else {
       gst_sample_unref(sample);
     }
+    const double release_end = thread_cpu_us();
     ++st.frames;
     if (st.frames == 1) first_ns = now_ns();
     last_ns = now_ns();
     printf("FRAME %ld\n", st.frames.load());
     if (st.frames % 64 == 0) fflush(stdout);
+    if (counted) handle_cpu_us += (release_start - handle_start) + (thread_cpu_us() - release_end);
   };
   if (o.streaming_thread) {
     // In the streaming thread, as an element downstream of cudasrc-ipc would: no hand-off to
@@ -1190,12 +1308,14 @@ int consume(const Options& o) {
   if (stream.handle()) check(stream.synchronize(), "final sync");
   cpu.report(st.frames);
   threads.report(st.frames);
+  if (st.frames > kWarmupFrames)
+    printf("HANDLE cpu_us_per_frame=%.2f\n", handle_cpu_us / double(st.frames - kWarmupFrames));
   fflush(stdout);
   if (st.record) fclose(st.record);
   if (st.frames > 1)
     printf("RATE fps=%.1f frames=%ld\n", (st.frames - 1) * 1e9 / double(last_ns - first_ns),
            st.frames.load());
-  if (!shm) print_stats(src, "STATS");
+  if (!shm && !peer) print_stats(src, "STATS");
   gst_element_set_state(pipeline, GST_STATE_NULL);
   gst_object_unref(bus);
   gst_object_unref(src);
@@ -1322,6 +1442,9 @@ int fake_producer(const Options& o) {
 
 int main(int argc, char** argv) {
   gst_init(nullptr, nullptr);
+#ifdef CIPC_HAVE_GST_CUDA
+  cipc_bench::register_frame_meta();
+#endif
   signal(SIGINT, [](int) { g_stop = true; });
   signal(SIGTERM, [](int) { g_stop = true; });
   const Options o = parse(argc, argv);

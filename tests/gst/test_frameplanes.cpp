@@ -198,4 +198,52 @@ TEST_F(Glue, EveryFormatAtEverySizeDescribesValidatesAndRoundTrips) {
   EXPECT_GT(round_trips, 4 * 90);
 }
 
+// The planes of a buffer laid out by `layout` (offsets and strides) at `base`.
+cipc_gst::PlanePointers planes_at(const guint8* base, const GstVideoInfo& layout) {
+  cipc_gst::PlanePointers planes;
+  for (guint p = 0; p < GST_VIDEO_INFO_N_PLANES(&layout); ++p) {
+    planes.data[p] = base + layout.offset[p];
+    planes.stride[p] = layout.stride[p];
+  }
+  return planes;
+}
+
+// An upload goes as one 1D copy only where both sides lay the frame out alike: then the span
+// covers every plane's every row, and nothing beyond the frame.
+TEST_F(Glue, ContiguousSpanCoversAFrameLaidOutAlikeAndNothingElse) {
+  static guint8 src[1 << 22], dst[1 << 22];
+  for (const char* caps : {"video/x-raw,format=BGRA,width=1920,height=1080",
+                           "video/x-raw,format=NV12,width=322,height=242",
+                           "video/x-raw,format=I420,width=321,height=241",
+                           "video/x-raw,format=RGB8P,width=64,height=48"}) {
+    const GstVideoInfo vi = info(caps);
+    EXPECT_EQ(cipc_gst::contiguous_span(vi, planes_at(dst, vi), planes_at(src, vi)),
+              GST_VIDEO_INFO_SIZE(&vi))
+        << caps;
+  }
+  const GstVideoInfo nv12 = info("video/x-raw,format=NV12,width=322,height=242");
+  // A padded stride on one side: row by row.
+  GstVideoInfo padded = nv12;
+  padded.stride[0] = padded.stride[1] = 384;
+  padded.offset[1] = 384 * 242;
+  EXPECT_EQ(cipc_gst::contiguous_span(nv12, planes_at(dst, padded), planes_at(src, nv12)), 0u);
+  // The same strides but the chroma plane elsewhere: row by row.
+  GstVideoInfo moved = nv12;
+  moved.offset[1] += 1024;
+  EXPECT_EQ(cipc_gst::contiguous_span(nv12, planes_at(dst, moved), planes_at(src, nv12)), 0u);
+  // Both sides padded alike: one span, up to the end of the chroma plane's last row.
+  EXPECT_EQ(cipc_gst::contiguous_span(nv12, planes_at(dst, padded), planes_at(src, padded)),
+            gsize(384 * 242 + 384 * 121));
+  // Planes in the other order (chroma first) on both sides: not one span from plane 0.
+  GstVideoInfo swapped = nv12;
+  swapped.offset[0] = 384 * 121;
+  swapped.offset[1] = 0;
+  swapped.stride[0] = swapped.stride[1] = 384;
+  EXPECT_EQ(cipc_gst::contiguous_span(nv12, planes_at(dst, swapped), planes_at(src, swapped)), 0u);
+  // A missing plane pointer or a zero stride: nothing to copy as one span.
+  cipc_gst::PlanePointers none = planes_at(src, nv12);
+  none.data[1] = nullptr;
+  EXPECT_EQ(cipc_gst::contiguous_span(nv12, planes_at(dst, nv12), none), 0u);
+}
+
 }  // namespace
