@@ -15,9 +15,9 @@ namespace cipc_gst {
 // Queues the copy of every plane of a frame laid out as `info` says (rows per plane from the
 // format; min(src, dst) stride bytes per row) on `stream`. The caller orders and waits.
 // `one_allocation_each`: each side's planes lie in one allocation (a buffer of one memory, a
-// slot); where the two layouts then agree (contiguous_span()), the frame goes as one 1D copy.
-// That matters from pageable host memory, which the driver stages itself: a 2D copy from it
-// takes about twice as long as a 1D copy of the same bytes.
+// slot); where the two layouts then agree (contiguous_span()), the frame goes as one 1D copy,
+// which the driver stages from pageable host memory in one pass. (docs/performance.md sets the
+// pageable upload against one 1D and one 2D copy of the frame measured in the same run.)
 cipc_cuda::Status copy_planes_async(const GstVideoInfo& info, const PlanePointers& dst,
                                     const PlanePointers& src, cipc_cuda::StreamHandle stream,
                                     bool one_allocation_each = false);

@@ -180,7 +180,7 @@ bool SlotCopier::cuda_copy(const GstVideoInfo& info, GstBuffer* buffer, GstBuffe
   }
   if (status && pending_mem) status = order_after_writer(pending_mem, stream);
   // A slot is one allocation, and so is an input of one memory: one 1D copy where the layouts
-  // agree (one pass over pageable memory instead of the driver's row-by-row staging).
+  // agree, the simplest copy for the driver to stage from pageable memory.
   if (status)
     status = copy_planes_async(info, planes_at(dst->ptr(), layout_of(info, slot)), src, stream,
                                in_mem != nullptr);
