@@ -13,7 +13,6 @@
 // p99_us=Y", and exits non-zero when a CUDA call fails.
 #include <cuda_runtime_api.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +21,7 @@
 #include <vector>
 
 #include "paced_clock.h"
+#include "percentile.h"
 
 namespace {
 
@@ -29,12 +29,6 @@ void check(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return;
   fprintf(stderr, "bench-upload: %s: %s\n", what, cudaGetErrorString(e));
   exit(1);
-}
-
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, size_t(q * double(v.size())))];
 }
 
 }  // namespace
@@ -99,7 +93,7 @@ int main(int argc, char** argv) {
   }
   for (int w = 0; w < 3; ++w)
     printf("UPLOAD way=%s bytes=%zu p50_us=%.1f p99_us=%.1f\n", ways[w], bytes,
-           percentile(took[w], 0.5), percentile(took[w], 0.99));
+           cipc_test::percentile(took[w], 0.5), cipc_test::percentile(took[w], 0.99));
   cudaFreeHost(pinned);
   cudaFree(dev);
   cudaStreamDestroy(stream);

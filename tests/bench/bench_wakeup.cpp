@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "paced_clock.h"
+#include "percentile.h"
 #include "thread_usage.h"
 
 namespace {
@@ -33,14 +34,9 @@ constexpr int kWarmup = 10;
 constexpr size_t kMessageBytes = 64;
 
 using cipc_test::monotonic_ns;
+using cipc_test::percentile;
 using cipc_test::process_cpu_us;
 using cipc_test::sleep_until_ns;
-
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, size_t(q * double(v.size() - 1) + 0.5))];
-}
 
 // The child: one blocking wait per message, as an idle consumer waits for its next frame.
 int receive(int fd, int iterations) {

@@ -116,6 +116,7 @@
 #include "cuda_api.h"
 #include "cudaipc/gstcudaipcmemory.h"
 #include "frame_conformance.h"
+#include "gst_pipeline_util.h"
 #include "paced_clock.h"
 #ifdef CIPC_HAVE_GST_CUDA
 #include "common/gstcompat.h"
@@ -237,25 +238,9 @@ void check(const cipc_cuda::Status& s, const char* what) {
   if (!s) die(std::string(what) + ": " + s.message());
 }
 
-// The first error message left on `bus` as one line, "<text> | <debug>"; empty if none.
-std::string pop_error(GstBus* bus) {
-  GstMessage* m = gst_bus_pop_filtered(bus, GST_MESSAGE_ERROR);
-  if (!m) return "";
-  GError* err = nullptr;
-  gchar* debug = nullptr;
-  gst_message_parse_error(m, &err, &debug);
-  std::string text = err ? err->message : "(no message)";
-  if (debug) text += std::string(" | ") + debug;
-  g_clear_error(&err);
-  g_free(debug);
-  gst_message_unref(m);
-  std::replace(text.begin(), text.end(), '\n', ' ');
-  return text;
-}
-
 // `what`, followed by the first error left on `bus` where there is one: what die() says.
 std::string with_error(const std::string& what, GstBus* bus) {
-  const std::string why = pop_error(bus);
+  const std::string why = cipc_test::pop_bus_error(bus);
   return what + (why.empty() ? std::string() : ": " + why);
 }
 
@@ -360,6 +345,44 @@ double thread_cpu_us() {
   return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
+// What every producer's frame loop measures the same way: CPU and threads from the first frame
+// after the warm-up, the pace (frame i is due t0 + i periods), and the sink's share of this
+// thread, the push call; report() prints them.
+class FrameLoop {
+ public:
+  explicit FrameLoop(int fps) : period_(fps ? 1000000000ull / uint64_t(fps) : 0), t0_(now_ns()) {}
+  // Before frame i: the CPU marks after the warm-up, then a paced frame's wait for its time.
+  void begin(long i) {
+    if (i == kWarmupFrames) {
+      cpu_.mark(i);
+      threads_.mark(i);
+      mark_copy_audit();
+    }
+    if (period_) cipc_test::sleep_until_ns(t0_ + uint64_t(i) * period_);
+  }
+  // Frame i's PTS: its time at the pace, or 1 ms apart unpaced.
+  GstClockTime pts(long i) const { return period_ ? i * period_ : i * 1000000; }
+  // Runs `push` for frame i, counting its CPU after the warm-up.
+  template <typename Push>
+  void push(long i, Push&& push) {
+    const double start = thread_cpu_us();
+    push();
+    if (i >= kWarmupFrames) push_cpu_us_ += thread_cpu_us() - start;
+  }
+  void report(long frames) const {
+    cpu_.report(frames);
+    threads_.report(frames);
+    if (frames > kWarmupFrames)
+      printf("PUSH cpu_us_per_frame=%.2f\n", push_cpu_us_ / double(frames - kWarmupFrames));
+  }
+
+ private:
+  CpuMeter cpu_;
+  ThreadMeter threads_;
+  double push_cpu_us_ = 0;
+  const uint64_t period_, t0_;
+};
+
 // "frame-number CLOCK_MONOTONIC-ns" lines, collected in memory and written at the end.
 class TimeLog {
  public:
@@ -460,17 +483,6 @@ struct DrivenSink {
   }
 };
 
-// EOS into `appsrc`, then up to 5 s for it (or an error) to come out of `pipeline`: every
-// frame pushed has reached the sink.
-void end_stream(GstElement* pipeline, GstElement* appsrc) {
-  gst_app_src_end_of_stream(GST_APP_SRC(appsrc));
-  GstBus* bus = gst_element_get_bus(pipeline);
-  if (GstMessage* m = gst_bus_timed_pop_filtered(
-          bus, 5 * GST_SECOND, GstMessageType(GST_MESSAGE_EOS | GST_MESSAGE_ERROR)))
-    gst_message_unref(m);
-  gst_object_unref(bus);
-}
-
 // The host-memory detour a user would build from stock elements: appsrc ! shmsink, fed with
 // frames downloaded into shmsink's own shared memory where it lends it (else shmsink copies).
 struct ShmDetour {
@@ -529,7 +541,7 @@ struct ShmDetour {
     if (gst_app_src_push_buffer(GST_APP_SRC(appsrc), b) != GST_FLOW_OK)
       die("shm detour: push failed");
   }
-  void finish() { end_stream(pipeline, appsrc); }
+  void finish() { cipc_test::end_appsrc_stream(pipeline, appsrc); }
 };
 
 // A producer pipeline described as gst-launch text whose last element is cudasink-ipc
@@ -609,7 +621,7 @@ struct UploadPipeline : SinkPipeline {
     if (gst_app_src_push_buffer(GST_APP_SRC(appsrc), b) != GST_FLOW_OK)
       die(with_error("cudaupload producer: push failed", bus));
   }
-  void finish() { end_stream(pipeline, appsrc); }
+  void finish() { cipc_test::end_appsrc_stream(pipeline, appsrc); }
 };
 
 // filesrc ! h264parse ! nvh264dec ! identity sync=true ! cudasink-ipc: frames decoded into
@@ -721,19 +733,10 @@ int produce_peer(const Options& o) {
   printf("READY\n");
   fflush(stdout);
   if (o.frames != 0) wait_for_consumers(o.consumers, [&] { return sink.consumers(); });
-  CpuMeter cpu;
-  ThreadMeter threads;
-  double push_cpu_us = 0;
-  const uint64_t period = o.fps ? 1000000000ull / o.fps : 0;
-  const uint64_t t0 = now_ns();
+  FrameLoop loop(o.fps);
   long i = 0;
   for (; (o.frames == 0 || i < o.frames) && !g_stop; ++i) {
-    if (i == kWarmupFrames) {
-      cpu.mark(i);
-      threads.mark(i);
-      mark_copy_audit();
-    }
-    if (period) cipc_test::sleep_until_ns(t0 + i * period);
+    loop.begin(i);
     GstBuffer* b = sink.acquire();
     if (!b) die("cudaipcsink's pool gave no buffer");
     GstMemory* mem = gst_buffer_peek_memory(b, 0);
@@ -755,17 +758,14 @@ int produce_peer(const Options& o) {
     }
     gst_memory_unmap(mem, &map);
     cipc_bench::tag_frame(b, uint64_t(i));
-    GST_BUFFER_PTS(b) = period ? i * period : i * 1000000;
+    GST_BUFFER_PTS(b) = loop.pts(i);
     GST_BUFFER_OFFSET(b) = i;
     stamps.add(i, now_ns());
-    const double push_start = thread_cpu_us();
-    if (!sink.push(b, &error)) die(error);
-    if (i >= kWarmupFrames) push_cpu_us += thread_cpu_us() - push_start;
+    loop.push(i, [&] {
+      if (!sink.push(b, &error)) die(error);
+    });
   }
-  cpu.report(i);
-  threads.report(i);
-  if (i > kWarmupFrames)
-    printf("PUSH cpu_us_per_frame=%.2f\n", push_cpu_us / double(i - kWarmupFrames));
+  loop.report(i);
   sink.finish();
   fflush(stdout);
   return 0;
@@ -826,19 +826,10 @@ int produce(const Options& o) {
     else
       wait_for_consumers(o.consumers, [&] { return int(sink.consumers()); });
   }
-  CpuMeter cpu;
-  ThreadMeter threads;
-  double push_cpu_us = 0;  // the sink's share on this thread: push() of the frames after warm-up
-  const uint64_t period = o.fps ? 1000000000ull / o.fps : 0;
-  const uint64_t t0 = now_ns();
+  FrameLoop loop(o.fps);
   long i = 0;
   for (; (o.frames == 0 || i < o.frames) && !g_stop; ++i) {
-    if (i == kWarmupFrames) {
-      cpu.mark(i);
-      threads.mark(i);
-      mark_copy_audit();
-    }
-    if (period) cipc_test::sleep_until_ns(t0 + i * period);
+    loop.begin(i);
     GstBuffer* b = nullptr;
     if (pool || foreign) {
       b = foreign ? donor.acquire() : sink.acquire();
@@ -887,21 +878,18 @@ int produce(const Options& o) {
       gst_buffer_unmap(b, &map);
       if (sysmem || sysmem_pool) stamps.add(i, now_ns());
     }
-    GST_BUFFER_PTS(b) = period ? i * period : i * 1000000;
+    GST_BUFFER_PTS(b) = loop.pts(i);
     GST_BUFFER_OFFSET(b) = i;
-    const double push_start = thread_cpu_us();
-    if (detour)
-      shm.push(b);
-    else if (upload)
-      uploader.push(b);
-    else
-      sink.push(b);
-    if (i >= kWarmupFrames) push_cpu_us += thread_cpu_us() - push_start;
+    loop.push(i, [&] {
+      if (detour)
+        shm.push(b);
+      else if (upload)
+        uploader.push(b);
+      else
+        sink.push(b);
+    });
   }
-  cpu.report(i);
-  threads.report(i);
-  if (i > kWarmupFrames)
-    printf("PUSH cpu_us_per_frame=%.2f\n", push_cpu_us / double(i - kWarmupFrames));
+  loop.report(i);
   if (record) fclose(record);
   if (detour) {
     shm.finish();

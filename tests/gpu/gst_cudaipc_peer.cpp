@@ -4,11 +4,11 @@
 #include <dlfcn.h>
 #include <gst/app/gstappsrc.h>
 
-#include <algorithm>
 #include <fstream>
 #include <sstream>
 
 #include "common/gstcudainterop.h"
+#include "gst_pipeline_util.h"
 
 namespace cipc_bench {
 
@@ -33,17 +33,12 @@ const StreamApi& stream_api() {
   return api;
 }
 
+// ": <the pipeline's first error>", or nothing when it left none.
 std::string bus_error(GstElement* pipeline) {
   GstBus* bus = gst_element_get_bus(pipeline);
-  GstMessage* m = gst_bus_pop_filtered(bus, GST_MESSAGE_ERROR);
+  const std::string why = cipc_test::pop_bus_error(bus);
   gst_object_unref(bus);
-  if (!m) return "";
-  GError* err = nullptr;
-  gst_message_parse_error(m, &err, nullptr);
-  std::string text = err ? err->message : "(no message)";
-  g_clear_error(&err);
-  gst_message_unref(m);
-  return ": " + text;
+  return why.empty() ? why : ": " + why;
 }
 
 }  // namespace
@@ -170,12 +165,7 @@ bool PeerIpcSink::push(GstBuffer* buffer, std::string* error) {
 }
 
 void PeerIpcSink::finish() {
-  gst_app_src_end_of_stream(GST_APP_SRC(appsrc_));
-  GstBus* bus = gst_element_get_bus(pipeline_);
-  if (GstMessage* m = gst_bus_timed_pop_filtered(
-          bus, 5 * GST_SECOND, GstMessageType(GST_MESSAGE_EOS | GST_MESSAGE_ERROR)))
-    gst_message_unref(m);
-  gst_object_unref(bus);
+  cipc_test::end_appsrc_stream(pipeline_, appsrc_);
 }
 
 }  // namespace cipc_bench
