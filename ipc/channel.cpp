@@ -245,13 +245,16 @@ bool Channel::peer_hung_up() const {
 }
 
 IoResult Channel::receive(Packet& out, std::string* error) {
-  out.bytes.resize(kMaxMessageSize + 1);  // one spare byte reveals oversized packets
+  out.bytes.clear();
   out.fds.clear();
   if (!fd_) {
     set_error(error, "channel is closed");
     return IoResult::kClosed;
   }
-  iovec iov{out.bytes.data(), out.bytes.size()};
+  // Received on the stack, uninitialised, and only what came is copied out: sizing out.bytes to
+  // the largest message would zero 16 KiB per message, once per consumer and frame in a producer.
+  uint8_t buffer[kMaxMessageSize + 1];  // one spare byte reveals oversized packets
+  iovec iov{buffer, sizeof(buffer)};
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
@@ -318,7 +321,7 @@ IoResult Channel::receive(Packet& out, std::string* error) {
     set_error(error, "too many file descriptors attached to one message");
     return IoResult::kError;
   }
-  out.bytes.resize(static_cast<size_t>(n));
+  out.bytes.assign(buffer, buffer + n);
   return IoResult::kOk;
 }
 

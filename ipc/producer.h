@@ -18,6 +18,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "channel.h"
@@ -195,6 +196,11 @@ class Producer {
     // buffer): release-timeout counts from here, never from the send.
     uint64_t needed_ns = 0;
   };
+  struct SlotKeyHash {
+    size_t operator()(const std::pair<uint64_t, uint32_t>& key) const {
+      return std::hash<uint64_t>()(key.first * 0x9E3779B97F4A7C15ull ^ key.second);
+    }
+  };
   struct Session {
     uint64_t id = 0;
     Channel channel;
@@ -211,7 +217,8 @@ class Producer {
     bool released_any = false;  // past start-up: release-timeout alone applies
     uint64_t caps_generation = 0;
     bool has_caps = false;
-    std::set<std::pair<uint64_t, uint32_t>> slots_sent;
+    // Looked up for every consumer on every frame: hashed, not a tree of scattered nodes.
+    std::unordered_set<std::pair<uint64_t, uint32_t>, SlotKeyHash> slots_sent;
     bool offers_pending = false;  // offered slots not sent yet: its socket was too full
     std::map<std::pair<uint64_t, uint32_t>, EventHandle> fences;  // FENCE handles by slot
     std::map<uint64_t, Claim> claims;                             // by sequence number

@@ -2,6 +2,7 @@
 // Transport benchmark, one side of a two-process run (tests/bench/run-transport starts both).
 //
 //   bench-transport produce --socket PATH --width W --height H --frames N [--fps F]
+//                           [--consumers C]
 //   bench-transport consume --socket PATH --frames N [--json FILE]
 //
 // The producer drives cudasink-ipc directly through its pool (as an upstream element that
@@ -10,7 +11,9 @@
 // `cudasrc-ipc ! fakesink` and measures, per frame, the time from the producer's push into the
 // sink to the moment the frame leaves cudasrc-ipc (both read CLOCK_MONOTONIC). The producer also
 // prints a `THREAD name=… cpu_us_per_frame=… wakeups_per_frame=…` line per thread: the pushing
-// (streaming) thread and cudasink-ipc's I/O thread (cipc-producer).
+// (streaming) thread and cudasink-ipc's I/O thread (cipc-producer). With --consumers C the
+// producer starts only once C consumers are attached (a fan-out run), and its pool has 2 slots
+// per consumer beyond the 8 of one: each consumer is granted 2 frames in flight.
 #include <gst/check/gstharness.h>
 #include <gst/gst.h>
 #include <stdio.h>
@@ -45,7 +48,7 @@ double cpu_seconds() {
 
 struct Options {
   std::string mode, socket, json;
-  int width = 1920, height = 1080, fps = 0;
+  int width = 1920, height = 1080, fps = 0, consumers = 1;
   long frames = 2000;
 };
 
@@ -64,10 +67,27 @@ Options parse(int argc, char** argv) {
       o.fps = std::stoi(v);
     else if (k == "--frames")
       o.frames = std::stol(v);
+    else if (k == "--consumers")
+      o.consumers = std::max(1, std::stoi(v));
     else if (k == "--json")
       o.json = v;
   }
   return o;
+}
+
+// Waits (up to a minute) until `count` consumers are attached to `sink`.
+bool wait_for_consumers(GstElement* sink, int count) {
+  for (int tries = 0; tries < 6000; ++tries) {
+    GstStructure* stats = nullptr;
+    g_object_get(sink, "stats", &stats, nullptr);
+    guint64 attached = 0;
+    gst_structure_get_uint64(stats, "consumers", &attached);
+    gst_structure_free(stats);
+    if (attached >= guint64(count)) return true;
+    g_usleep(10000);
+  }
+  fprintf(stderr, "bench-transport: fewer than %d consumers attached within a minute\n", count);
+  return false;
 }
 
 int produce(const Options& o) {
@@ -77,11 +97,13 @@ int produce(const Options& o) {
     return 1;
   }
   // A bounded pool (max = max-in-flight) makes an unpaced producer wait for a free slot, as a
-  // real writer would, instead of outrunning the consumer and counting drops.
-  constexpr guint kSlots = 8;
+  // real writer would, instead of outrunning the consumer and counting drops. The sink admits a
+  // consumer only while its pool has slots for it (2 each here) beyond the writer's.
+  const guint kSlots = o.consumers == 1 ? 8 : 8 + 2 * guint(o.consumers);
+  const guint in_flight = o.consumers == 1 ? 8 : 2;
   g_object_set(sink, "socket-path", o.socket.c_str(), "memory", 1 /* host */, "sync", FALSE,
-               "async", FALSE, "wait-for-consumer", TRUE, "max-in-flight", kSlots, "pool-size",
-               kSlots, "enable-last-sample", FALSE, nullptr);
+               "async", FALSE, "wait-for-consumer", TRUE, "max-in-flight", in_flight, "pool-size",
+               std::min(kSlots, 64u), "enable-last-sample", FALSE, nullptr);
   static GstStaticPadTemplate src =
       GST_STATIC_PAD_TEMPLATE("src", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS_ANY);
   GstHarness* h = gst_harness_new_empty();
@@ -104,6 +126,7 @@ int produce(const Options& o) {
   gst_buffer_pool_config_set_params(config, caps, size, kSlots, kSlots);
   gst_buffer_pool_set_config(pool, config);
   gst_buffer_pool_set_active(pool, TRUE);
+  if (o.consumers > 1 && !wait_for_consumers(sink, o.consumers)) return 1;
 
   const uint64_t t0 = now_ns();
   uint64_t t_first = t0;
@@ -189,7 +212,7 @@ GstPadProbeReturn on_buffer(GstPad*, GstPadProbeInfo* info, gpointer data) {
 
 int consume(const Options& o) {
   const std::string launch =
-      "cudasrc-ipc name=src reconnect=false connect-timeout=10000 max-in-flight=8 socket-path=" +
+      "cudasrc-ipc name=src reconnect=false connect-timeout=60000 max-in-flight=8 socket-path=" +
       o.socket + " ! fakesink sync=false enable-last-sample=false";
   GError* err = nullptr;
   GstElement* pipeline = gst_parse_launch(launch.c_str(), &err);
@@ -253,7 +276,7 @@ int main(int argc, char** argv) {
   if (o.socket.empty() || (o.mode != "produce" && o.mode != "consume")) {
     fprintf(stderr,
             "usage: %s produce|consume --socket PATH [--width W --height H --frames N --fps F "
-            "--json FILE]\n",
+            "--consumers C --json FILE]\n",
             argv[0]);
     return 2;
   }

@@ -22,6 +22,7 @@
 11. GStreamer's cudaipc rows beside ours, the wake-ups against the floor, and the pageable upload
     against one copy of the frame (issue 46).
 12. The other docs quote no latency or frame rate the page does not hold.
+13. The CI machine's host fan-out table against the floor per added receiver.
 """
 import copy
 import importlib.machinery
@@ -259,7 +260,12 @@ def check_peer_and_floors(res):
     page = find_row(run["inputs"], "system memory (pageable)", "1080p")
     if base and page:
         page["latency_us"]["p50"] = base["latency_us"]["p50"] + 840.0
+    run["fanout_floor"] = [{"receivers": 1, "sender_cpu_us": 50.0}, {"receivers": 16, "sender_cpu_us": 140.0}]
+    ours_one, ours_16 = (next(r for r in fan if r["consumers"] == n) for n in (1, 16))
+    ours_added = (ours_16["cpu_us_per_frame"]["producer"] - ours_one["cpu_us_per_frame"]["producer"]) / 15
     text = page_of(run, "a run with the peer's rows, the wake-up runs and the upload floor")
+    check(f"16 consumers {ours_added:,.1f} µs against 6.0 µs ({ours_added / 6.0:.2f}x)" in text,
+          "the producer's CPU per added consumer is set against the floor's sender CPU per added receiver")
     check("| GStreamer cudaipcsink/src, io-mode=import | 8.0x |" in text,
           "the ratios table sets our zero-copy path against GStreamer's cudaipc, 8x lower latency")
     check("- Against GStreamer cudaipcsink/src, io-mode=import (GStreamer 1.28.6), same harness, same run: "
@@ -275,6 +281,34 @@ def check_peer_and_floors(res):
     if shutil.which("gnuplot"):
         check("images/perf-fanout.png" in text and "images/perf-paths.png" in text,
               "the page shows the fan-out plot and the p50-per-path plot")
+
+
+def load_report():
+    loader = importlib.machinery.SourceFileLoader("report", REPORT)
+    spec = importlib.util.spec_from_loader("report", loader)
+    report = importlib.util.module_from_spec(spec)
+    loader.exec_module(report)
+    return report
+
+
+def check_host_fanout():
+    """13. The CI machine's host-memory fan-out: the producer's CPU per added consumer against the
+    floor's sender CPU per added receiver, both from run-transport's lines."""
+    report = load_report()
+    rows = [{"config": "machine", "commit": "abc1234", "date": "2026-12-07", "gstreamer": "1.22.0", "cpus": 2}]
+    for n, cpu, p99 in [(1, 100.0, 300.0), (16, 340.0, 2000.0)]:
+        rows.append({"config": f"host-1080p-60fps-fanout-{n}", "width": 1920, "height": 1080, "paced_fps": 60,
+                     "consumers": n, "consumer": {"frames": 600, "latency_us": {"p50": 90.0, "p99": p99}},
+                     "producer": f"frames=600 cpu_us_per_frame={cpu} sent={600 * n} dropped=0"})
+    for n, cpu in [(1, 60.0), (16, 150.0)]:
+        rows.append({"config": f"floor-receivers-{n}", "receivers": n,
+                     "floor": f"messages=600 p50_us=50.0 receiver_cpu_us=30.0 sender_cpu_us={cpu} receivers={n}"})
+    table = report.host_ci_fanout(rows)
+    check("| 16 | 340.0 µs | 16.0 µs | 6.0 µs | 2.67x | 90 µs, 2,000 µs | 0 |" in table,
+          "the host fan-out row sets 16 µs per added consumer against the floor's 6 µs")
+    check("fanout" not in report.host_ci_table(rows) and "| 1920x1080" not in report.host_ci_table(rows),
+          "the one-consumer host table leaves the fan-out and floor lines out")
+    check(report.host_ci_fanout(rows[:2]) == "", "no fan-out table without the floor and a one-consumer run")
 
 
 def find_row(rows, mode, size):
@@ -473,6 +507,7 @@ def main():
     check_syscalls(res)
     check_merge(res)
     check_peer_and_floors(res)
+    check_host_fanout()
     check_docs_figures()
     print(f"{len(failures)} failure(s)")
     return 1 if failures else 0
