@@ -20,6 +20,7 @@
 
 #include "channel.h"
 #include "memorybackend.h"
+#include "process_identity.h"
 #include "protocol.h"
 #include "status.h"
 #include "waker.h"
@@ -54,9 +55,10 @@ struct ConsumerLink {
   std::mutex mutex;
   Channel channel;
   bool open = true;
-  const pid_t owner = ::getpid();
-  // False in a process other than the one that connected (a child after fork()).
-  bool in_owner() const { return ::getpid() == owner; }
+  const pid_t owner = this_process_id();
+  // False in a process other than the one that connected (a child after fork()). Asked twice per
+  // frame: no system call (process_identity.h).
+  bool in_owner() const { return this_process_id() == owner; }
   std::atomic<uint64_t> releases_sent{0};
   std::atomic<uint64_t> releases_lost{0};  // connection gone or socket full
   std::atomic<uint64_t> claims_outstanding{0};

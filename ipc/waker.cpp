@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 #include "waker.h"
 
+#include "process_identity.h"
+
 #include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -9,10 +11,10 @@
 
 namespace cipc {
 
-Waker::Waker() : fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)), owner_(::getpid()) {}
+Waker::Waker() : fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)), owner_(this_process_id()) {}
 
 void Waker::wake() {
-  if (::getpid() != owner_) return;  // a child made by fork(): the eventfd is the parent's
+  if (this_process_id() != owner_) return;  // a child made by fork(): the eventfd is the parent's
   std::lock_guard<std::mutex> lock(mutex_);
   if (set_.load(std::memory_order_relaxed)) return;  // already readable
   const uint64_t one = 1;
@@ -22,7 +24,7 @@ void Waker::wake() {
 }
 
 void Waker::clear() {
-  if (::getpid() != owner_) return;
+  if (this_process_id() != owner_) return;
   std::lock_guard<std::mutex> lock(mutex_);
   if (!set_.load(std::memory_order_relaxed)) return;
   uint64_t v;

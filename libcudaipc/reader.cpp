@@ -18,6 +18,7 @@
 #include "api_errors.h"
 #include "channel.h"
 #include "consumer_backend.h"
+#include "process_identity.h"
 #include "protocol.h"
 #include "reconnectingconsumer.h"
 #include "video_caps.h"
@@ -44,7 +45,7 @@ struct cudaipc_reader {
   // The process that opened the reader. After fork() the child inherits the reader, its
   // connection and its frames, but they stay the parent's: the child reads nothing, and what it
   // releases or closes is dropped here without a word to the producer (ipc/consumer.h).
-  pid_t owner = ::getpid();
+  pid_t owner = cipc::this_process_id();
   cipc::Waker waker;
   std::unique_ptr<cipc::ReconnectingConsumer> client;
   std::shared_ptr<SharedCounters> counters = std::make_shared<SharedCounters>();
@@ -229,7 +230,7 @@ static int fill_frame(cudaipc_reader* r, cipc::ReceivedFrame& received, bool fir
 int cudaipc_reader_next(cudaipc_reader* r, int timeout_ms, cudaipc_frame** frame) {
   if (!r || !frame) return fail(CUDAIPC_ERROR_INVALID_ARGUMENT, "reader or frame is NULL");
   *frame = nullptr;
-  if (::getpid() != r->owner)
+  if (cipc::this_process_id() != r->owner)
     return fail(CUDAIPC_ERROR_INVALID_ARGUMENT,
                 "this reader was opened by process " + std::to_string(r->owner) +
                     " and belongs to it; process " + std::to_string(::getpid()) +

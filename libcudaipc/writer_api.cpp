@@ -16,6 +16,7 @@
 #include "api_errors.h"
 #include "channel.h"
 #include "frame_layout.h"
+#include "process_identity.h"
 #include "writer.h"
 
 namespace {
@@ -60,13 +61,14 @@ int guarded(F&& body) {
 }  // namespace
 
 struct cudaipc_writer {
-  pid_t owner = ::getpid();  // a forked child can only free its copy (see cudaipc.h, fork())
+  pid_t owner =
+      cipc::this_process_id();  // a forked child can only free its copy (see cudaipc.h, fork())
   std::unique_ptr<cipc_publish::Writer> writer;
 };
 
 // A slot may outlive its writer: the loan keeps what publishing needs (or says it is closed).
 struct cudaipc_slot {
-  pid_t owner = ::getpid();
+  pid_t owner = cipc::this_process_id();
   std::unique_ptr<cipc_publish::Loan> loan;
   cudaipc_slot_info info{};
 };
@@ -76,7 +78,7 @@ namespace {
 // A writer that may be used from this process.
 int check_writer(const cudaipc_writer* w) {
   if (!w) return fail(CUDAIPC_ERROR_INVALID_ARGUMENT, "writer is NULL");
-  if (w->owner != ::getpid())
+  if (w->owner != cipc::this_process_id())
     return fail(CUDAIPC_ERROR_INVALID_ARGUMENT,
                 "this writer belongs to the process that opened it (this is a fork() child)");
   return CUDAIPC_OK;
@@ -223,7 +225,7 @@ int cudaipc_slot_publish(cudaipc_slot* slot, void* cuda_stream, uint64_t pts_ns,
                          uint64_t duration_ns) {
   if (!slot) return fail(CUDAIPC_ERROR_INVALID_ARGUMENT, "slot is NULL");
   std::unique_ptr<cudaipc_slot> owned(slot);
-  if (owned->owner != ::getpid()) {
+  if (owned->owner != cipc::this_process_id()) {
     (void)owned->loan.release();  // the parent's slot: not ours to give back
     return fail(CUDAIPC_ERROR_INVALID_ARGUMENT,
                 "this slot belongs to the process that acquired it (this is a fork() child)");
@@ -240,7 +242,7 @@ int cudaipc_slot_publish(cudaipc_slot* slot, void* cuda_stream, uint64_t pts_ns,
 void cudaipc_slot_abandon(cudaipc_slot* slot) {
   if (!slot) return;
   std::unique_ptr<cudaipc_slot> owned(slot);
-  if (owned->owner != ::getpid()) (void)owned->loan.release();
+  if (owned->owner != cipc::this_process_id()) (void)owned->loan.release();
   // Otherwise the loan, dropped unpublished, gives the slot back.
 }
 
@@ -282,7 +284,7 @@ int cudaipc_writer_wait_for_consumer(cudaipc_writer* w, int timeout_ms) {
 
 int cudaipc_writer_interrupt(cudaipc_writer* w) {
   if (!w) return fail(CUDAIPC_ERROR_INVALID_ARGUMENT, "writer is NULL");
-  if (w->owner != ::getpid()) return CUDAIPC_OK;
+  if (w->owner != cipc::this_process_id()) return CUDAIPC_OK;
   w->writer->interrupt();
   return CUDAIPC_OK;
 }
@@ -312,7 +314,7 @@ void cudaipc_writer_close(cudaipc_writer* w) {
   if (!w) return;
   std::unique_ptr<cudaipc_writer> owned(w);
   // A fork() child's copy: the producer, its socket and its slots stay the parent's.
-  if (owned->owner != ::getpid()) (void)owned->writer.release();
+  if (owned->owner != cipc::this_process_id()) (void)owned->writer.release();
 }
 
 }  // extern "C"

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "host_memory.h"
+#include "process_identity.h"
 #include "producer.h"
 #include "reconnectingconsumer.h"
 #include "test_util.h"
@@ -258,6 +260,37 @@ TEST(WakerFork, WakeInAForkedChildLeavesTheParentsWakerAlone) {
   EXPECT_TRUE(readable_now(waker.fd()));
   waker.clear();
   EXPECT_FALSE(readable_now(waker.fd()));
+}
+
+// The process id behind every "is this the process that connected?" is cached, and a child's own
+// however it was made: by fork() (its handlers run) and by _Fork(), which skips them, as a
+// runtime making processes on its own may. A stale id there would let the child release the
+// parent's frames.
+TEST(ProcessIdentity, IsEachChildsOwnWithOrWithoutForkHandlers) {
+  const pid_t parent = cipc::this_process_id();
+  EXPECT_EQ(parent, ::getpid());
+  EXPECT_EQ(in_forked_child([&] {
+              const pid_t mine = static_cast<pid_t>(::syscall(SYS_getpid));
+              return cipc::this_process_id() == mine && mine != parent ? 0 : 1;
+            }),
+            0);
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "_Fork() bypasses ThreadSanitizer's fork handling";
+#elif defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+  const pid_t child = ::_Fork();
+  if (child == 0) {
+    const pid_t mine = static_cast<pid_t>(::syscall(SYS_getpid));
+    ::_exit(cipc::this_process_id() == mine && mine != parent ? 0 : 1);
+  }
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "a child made without fork()'s handlers took the parent's id";
+  EXPECT_EQ(cipc::this_process_id(), parent);
+#else
+  GTEST_SKIP() << "no _Fork() in this C library";
+#endif
 }
 
 // Issue 43, item 5: a child made by fork() while the parent holds a frame inherits the client,
