@@ -309,6 +309,11 @@ def check_host_fanout():
     check("fanout" not in report.host_ci_table(rows) and "| 1920x1080" not in report.host_ci_table(rows),
           "the one-consumer host table leaves the fan-out and floor lines out")
     check(report.host_ci_fanout(rows[:2]) == "", "no fan-out table without the floor and a one-consumer run")
+    rows.append({"config": "host-1080p-60fps", "width": 1920, "height": 1080, "paced_fps": 60,
+                 "consumer": {"frames": 600, "latency_us": {"p50": 100.0, "p99": 300.0}, "cpu_us_per_frame": 75.0},
+                 "producer": "frames=600 cpu_us_per_frame=120.0"})
+    check("p50 2.00x, consumer CPU per frame 2.50x" in report.host_ci_floor_line(rows),
+          "the paced host row is set against the floor's latency and receiver CPU")
 
 
 def find_row(rows, mode, size):
