@@ -274,9 +274,7 @@ TEST(ProcessIdentity, IsEachChildsOwnWithOrWithoutForkHandlers) {
               return cipc::this_process_id() == mine && mine != parent ? 0 : 1;
             }),
             0);
-#if defined(__SANITIZE_THREAD__)
-  GTEST_SKIP() << "_Fork() bypasses ThreadSanitizer's fork handling";
-#elif defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
   const pid_t child = ::_Fork();
   if (child == 0) {
     const pid_t mine = static_cast<pid_t>(::syscall(SYS_getpid));
