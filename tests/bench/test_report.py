@@ -125,6 +125,55 @@ def check_merge(res):
     check("--quick" in (run_all.merge_earlier(quick, res, "sync") or ""), "a --quick part is not merged with a full one")
 
 
+def check_one_build_and_mps_pairs(res):
+    """Parts of one page are one build; the MPS step's rows without MPS are this run's transport
+    and sync rows where those steps measured the case."""
+    run_all = load_run_all()
+    other = {"machine": dict(res["machine"], commit="0000000"), "quick": bool(res.get("quick"))}
+    check("another build" in (run_all.merge_earlier(other, copy.deepcopy(res), "mps") or ""),
+          "a part of another commit is not merged")
+    frames = run_all.frames_for("zero-copy", "1080p", 60, False)
+    row = run_all.same_case_measured(res, "zero-copy", "1080p", 60, 1, "gpu-events", frames)
+    check(row is not None and row["measured_by"] == "transport" and row["frames"] == frames,
+          "the transport step's row is the MPS step's pair without MPS")
+    check(run_all.same_case_measured(res, "zero-copy", "1080p", 60, 1, "gpu-events", frames + 1) is None,
+          "a row of other frames is not a pair")
+    under_mps = copy.deepcopy(res)
+    for r in under_mps["transport"] + under_mps["sync_modes"]:
+        r["cuda_mps"] = {"producer": True, "consumers": [True]}
+    check(run_all.same_case_measured(under_mps, "zero-copy", "1080p", 60, 1, "gpu-events", frames) is None,
+          "a row measured under MPS is not the pair without it")
+    if res.get("sync_modes"):
+        cpu = run_all.same_case_measured(res, "copy", "1080p", 0, 1, "cpu", run_all.frames_for("copy", "1080p", 0, False))
+        check(cpu is not None and cpu["measured_by"] == "sync", "a sync-mode cpu case pairs with the sync step's row")
+
+
+def check_fanout_bounds():
+    """The fan-out's bounds: n consumers on fewer CPUs, and a producer whose CPU per added consumer
+    is below zero (n consumers cost it less than one: noise, no ratio)."""
+    report = load_report()
+
+    def row(n, producer_cpu, consumer_cpu, p50, p99, runq):
+        return {"mode": "zero-copy", "consumers": n, "frames": 300, "received": [300] * n,
+                "cpu_us_per_frame": {"producer": producer_cpu, "consumer": consumer_cpu},
+                "threads": {"consumer": [{"name": "src:src", "cpu_us": 100.0, "wakeups": 1.0, "runq_us": runq}]},
+                "per_consumer_latency_us": [{"cpu": {"p50": p50, "p99": p99, "max": p99, "n": 270}}] * n}
+    rows = [row(1, 150.0, 200.0, 100.0, 300.0, 0.0), row(4, 140.0, 200.0, 110.0, 320.0, 1.0),
+            row(64, 790.0, 200.0, 780.0, 1200.0, 120.0)]
+    text = " ".join(report.fanout_cpu_bound_lines(rows, 16))
+    check("64 consumers on 16 CPUs need 64 x 200.0 µs of consumer CPU per frame, 800.0 µs per CPU" in text
+          and "p50 780.0 µs (0.97x that bound), p99 1,200 µs (1.50x)" in text
+          and "waited 120.0 µs per frame for a CPU (`runq_us`; 0.0 µs with one consumer)" in text,
+          f"64 consumers on 16 CPUs are set against their CPU bound: {text}")
+    check(text.count("on 16 CPUs") == 1 and report.fanout_cpu_bound_lines(rows, 128) == [],
+          "no CPU bound where the CPUs outnumber the consumers")
+    floors = [{"receivers": 1, "sender_cpu_us": 40.0}, {"receivers": 4, "sender_cpu_us": 46.0},
+              {"receivers": 64, "sender_cpu_us": 250.0}]
+    text = " ".join(report.fanout_floor_lines(rows, floors))
+    check("4 consumers none measurable against 2.0 µs (-)" in text,
+          f"a negative CPU per added consumer is noise, with no ratio: {text}")
+
+
 def check_syscalls(res):
     run_all = load_run_all()
     short, long = run_all.strace_calls(STRACE_SHORT), run_all.strace_calls(STRACE_LONG)
@@ -514,6 +563,8 @@ def main():
     check_merge(res)
     check_peer_and_floors(res)
     check_host_fanout()
+    check_fanout_bounds()
+    check_one_build_and_mps_pairs(res)
     check_docs_figures()
     print(f"{len(failures)} failure(s)")
     return 1 if failures else 0
