@@ -174,6 +174,21 @@ def check_fanout_bounds():
           f"a negative CPU per added consumer is noise, with no ratio: {text}")
 
 
+def check_floor_stages(res):
+    """The paced p50 beyond the floor, split by the stages of the same rows."""
+    run = copy.deepcopy(res)
+    run["floor"] = dict(run.get("floor") or {}, p50_us=70.0, receiver_cpu_us=30.0, sender_cpu_us=35.0,
+                        messages=600)
+    for r in run.get("breakdown_unstamped") or []:
+        r["stages_us"] = {"to_send": {"p50": 20.0}, "send_to_out": {"p50": 100.0}}
+    if not run.get("breakdown_unstamped"):
+        return
+    text = page_of(run, "the wake-up table with stages")
+    check("stamp to send 20.0 µs (the producer, up to its sendmsg), send to out 100.0 µs (the consumer: the "
+          "wake-up, whose floor is 70.0 µs, then 30.0 µs until the buffer leaves cudasrc-ipc)" in text,
+          "the zero-copy p50 beyond the floor is split into the producer's and the consumer's stage")
+
+
 def check_syscalls(res):
     run_all = load_run_all()
     short, long = run_all.strace_calls(STRACE_SHORT), run_all.strace_calls(STRACE_LONG)
@@ -564,6 +579,7 @@ def main():
     check_peer_and_floors(res)
     check_host_fanout()
     check_fanout_bounds()
+    check_floor_stages(res)
     check_one_build_and_mps_pairs(res)
     check_docs_figures()
     print(f"{len(failures)} failure(s)")
