@@ -6,6 +6,7 @@ Frames are drawn by PyTorch (CuPy if PyTorch is missing) in this process and com
 by a cudaipc.Reader in a child process.
 
     gpu_torch_writer.py --path PATH [--frames 600] [--width 1920] [--height 1080] [--copy]
+                        [--result-timeout 120]
 
 For a GPU machine (not a CI test). The writer (CUDA memory, backpressure="block", live=False:
 every frame reaches the reader) draws frame n - a BGRx pattern computed from n - on a stream of
@@ -150,6 +151,10 @@ def read(args):
     backend = backend_for(args.width, args.height)
     received, out_of_order, bad_duration, counts = 0, [], [], []
     with cudaipc.Reader(args.path, memory="cuda", max_in_flight=4) as reader:
+        # Its counters on stderr when the writer waits long (connects > 1: it lost the producer
+        # and attached again).
+        signal.signal(signal.SIGUSR2, lambda *_: print(
+            "reader stats:", json.dumps(reader.stats), f"received {received}", file=sys.stderr, flush=True))
         print("ATTACHED", flush=True)
         for frame in reader:  # until EndOfStream
             with frame:  # released after the GPU work queued on the legacy default stream
@@ -178,10 +183,12 @@ def read(args):
 
 
 def show_reader_stacks(child):
-    """What a reader that stopped talking is doing: its Python threads (faulthandler, SIGUSR1)
-    and, where gdb is installed, its native threads. On this process's stderr."""
+    """What a reader that stopped talking is doing: its counters (SIGUSR2), its Python threads
+    (faulthandler, SIGUSR1) and, where gdb is installed, its native threads. On stderr."""
     if child.poll() is not None:
         return
+    child.send_signal(signal.SIGUSR2)
+    time.sleep(0.5)
     child.send_signal(signal.SIGUSR1)
     time.sleep(1)
     gdb = shutil.which("gdb") or shutil.which("cuda-gdb")
@@ -251,7 +258,7 @@ def write(args):
             stats = writer.stats
             result = None
             while True:
-                line = next_line(120, "result")
+                line = next_line(args.result_timeout, "result")
                 if line is None:
                     break
                 if line.startswith("RESULT "):
@@ -294,6 +301,9 @@ def main():
     parser.add_argument("--height", type=int, default=1080)
     parser.add_argument("--copy", action="store_true",
                         help="draw into tensors of its own and publish copies (writer.publish)")
+    parser.add_argument("--result-timeout", type=int, default=120,
+                        help="seconds to wait for the reader's result after the last frame (120); "
+                             "then the reader's stacks are shown")
     parser.add_argument("--role", choices=("writer", "reader"), default="writer",
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
