@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "check.h"
+#include "deferred_destruction.h"
 #include "device_scope.h"
 #include "driver.h"
 
@@ -203,9 +204,12 @@ Status primary_context(int ordinal, void** context, int* driver_device) {
 
 Stream::~Stream() {
   if (!stream_) return;
-  DeviceScope scope;
-  (void)scope.enter(device_);
-  (void)cudaStreamDestroy(to_stream(stream_));
+  auto destroy = [stream = stream_, device = device_] {
+    DeviceScope scope;
+    (void)scope.enter(device);
+    (void)cudaStreamDestroy(to_stream(stream));
+  };
+  if (!park_if_deferred(destroy)) destroy();
 }
 
 Stream::Stream(Stream&& o) noexcept : stream_(o.stream_), device_(o.device_) {
@@ -246,9 +250,12 @@ Status Stream::synchronize() const {
 
 Event::~Event() {
   if (!event_) return;
-  DeviceScope scope;
-  (void)scope.enter(device_);
-  (void)cudaEventDestroy(to_event(event_));
+  auto destroy = [event = event_, device = device_] {
+    DeviceScope scope;
+    (void)scope.enter(device);
+    (void)cudaEventDestroy(to_event(event));
+  };
+  if (!park_if_deferred(destroy)) destroy();
 }
 
 Event::Event(Event&& o) noexcept : event_(o.event_), device_(o.device_) {
@@ -416,13 +423,16 @@ DeviceAllocation::~DeviceAllocation() {
 void DeviceAllocation::reset() {
   if (ptr_ == 0 && handle_ == 0) return;
   if (const DriverApi* d = detail::loaded_driver_api()) {
-    DeviceScope scope;
-    (void)scope.enter(device_, /*for_driver=*/true);
-    if (ptr_) {
-      (void)d->cuMemUnmap(ptr_, mapped_);
-      (void)d->cuMemAddressFree(ptr_, mapped_);
-    }
-    if (handle_) (void)d->cuMemRelease(handle_);
+    auto destroy = [d, ptr = ptr_, mapped = mapped_, handle = handle_, device = device_] {
+      DeviceScope scope;
+      (void)scope.enter(device, /*for_driver=*/true);
+      if (ptr) {
+        (void)d->cuMemUnmap(ptr, mapped);
+        (void)d->cuMemAddressFree(ptr, mapped);
+      }
+      if (handle) (void)d->cuMemRelease(handle);
+    };
+    if (!park_if_deferred(destroy)) destroy();
   }
   ptr_ = 0;
   size_ = 0;
@@ -552,7 +562,9 @@ Status DeviceAllocation::export_fd(int* fd) const {
 // HostRegistration
 
 HostRegistration::~HostRegistration() {
-  if (ptr_) (void)cudaHostUnregister(ptr_);
+  if (!ptr_) return;
+  auto destroy = [ptr = ptr_] { (void)cudaHostUnregister(ptr); };
+  if (!park_if_deferred(destroy)) destroy();
 }
 
 HostRegistration::HostRegistration(HostRegistration&& o) noexcept
@@ -582,7 +594,9 @@ Status HostRegistration::create(void* ptr, size_t size, HostRegistration* out) {
 // PinnedHostBuffer
 
 PinnedHostBuffer::~PinnedHostBuffer() {
-  if (ptr_) (void)cudaFreeHost(ptr_);
+  if (!ptr_) return;
+  auto destroy = [ptr = ptr_] { (void)cudaFreeHost(ptr); };
+  if (!park_if_deferred(destroy)) destroy();
 }
 
 PinnedHostBuffer::PinnedHostBuffer(PinnedHostBuffer&& o) noexcept
@@ -622,9 +636,12 @@ Status mapped_device_pointer(void* host, DevicePtr* out) {
 
 DeviceBuffer::~DeviceBuffer() {
   if (!ptr_) return;
-  DeviceScope scope;
-  (void)scope.enter(device_);
-  (void)cudaFree(reinterpret_cast<void*>(static_cast<uintptr_t>(ptr_)));
+  auto destroy = [ptr = ptr_, device = device_] {
+    DeviceScope scope;
+    (void)scope.enter(device);
+    (void)cudaFree(reinterpret_cast<void*>(static_cast<uintptr_t>(ptr)));
+  };
+  if (!park_if_deferred(destroy)) destroy();
 }
 
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept

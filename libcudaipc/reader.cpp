@@ -25,6 +25,7 @@
 #include "waker.h"
 #ifdef CIPC_HAVE_CUDA
 #include "cuda_slots.h"
+#include "deferred_destruction.h"
 #endif
 
 namespace {
@@ -319,6 +320,11 @@ void cudaipc_reader_close(cudaipc_reader* r) {
   if (!r) return;
   r->client->disconnect();
   delete r;
+#ifdef CIPC_HAVE_CUDA
+  // What the release worker parked (slots of frames released after their reader's last call):
+  // destroyed here, on the application's thread (deferred_destruction.h).
+  cipc_cuda::destroy_parked();
+#endif
 }
 
 int cudaipc_frame_get_info(const cudaipc_frame* f, cudaipc_frame_info* info) {

@@ -6,6 +6,7 @@
 #include <string>
 #include <thread>
 
+#include "deferred_destruction.h"
 #include "release_worker.h"
 #include "waker.h"
 
@@ -44,6 +45,7 @@ CudaSlotMemory::~CudaSlotMemory() = default;
 
 cipc::Result<std::unique_ptr<CudaSlotMemory>> CudaSlotMemory::allocate(int device, size_t size,
                                                                        SyncMode sync) {
+  cipc_cuda::destroy_parked();  // an application thread (deferred_destruction.h)
   std::unique_ptr<CudaSlotMemory> m(new CudaSlotMemory());
   m->sync_ = sync;
   cipc_cuda::Status s = cipc_cuda::DeviceAllocation::create(device, size, &m->allocation_);
@@ -89,6 +91,7 @@ cipc_cuda::Status CudaSlotMemory::create_readiness_event() {
 cipc::Result<std::unique_ptr<CudaSlotMemory>> CudaSlotMemory::import(
     int device, cipc::UniqueFd fd, size_t size, const cipc::EventHandle* readiness, SyncMode sync,
     bool keep_descriptor) {
+  cipc_cuda::destroy_parked();  // an application thread (deferred_destruction.h)
   std::unique_ptr<CudaSlotMemory> m(new CudaSlotMemory());
   m->sync_ = sync;
   cipc_cuda::Status s =

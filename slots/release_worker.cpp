@@ -10,6 +10,8 @@
 
 #include <pthread.h>
 
+#include "deferred_destruction.h"
+
 namespace cipc_slots {
 namespace {
 
@@ -46,6 +48,11 @@ class ReleaseWorker {
   void run() {
     // Named so that per-thread figures (top -H, /proc/<pid>/task) say whose wake-ups these are.
     pthread_setname_np(pthread_self(), "cipc-release");
+    // What this thread drops may be the last owner of CUDA objects (an imported slot after its
+    // reader closed or retired it, a per-frame event): they are parked and destroyed by the next
+    // call on an application thread, never here while the application launches
+    // (deferred_destruction.h says why).
+    cipc_cuda::DeferDestructionOnThisThread defer;
     for (;;) {
       Item item;
       {
@@ -67,10 +74,12 @@ class ReleaseWorker {
 }  // namespace
 
 void drop_after(std::function<cipc_cuda::Status()> wait, std::shared_ptr<void> keepalive) {
+  cipc_cuda::destroy_parked();  // an application thread: what the worker parked goes here
   ReleaseWorker::get().push(std::move(wait), std::move(keepalive));
 }
 
 void drop_when_done(std::shared_ptr<cipc_cuda::Event> done, std::shared_ptr<void> keepalive) {
+  cipc_cuda::destroy_parked();
   ReleaseWorker::get().push([done] { return done->synchronize(); }, std::move(keepalive));
 }
 

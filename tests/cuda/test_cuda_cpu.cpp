@@ -8,10 +8,12 @@
 #include <cstring>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "check.h"
 #include "cuda_api.h"
+#include "deferred_destruction.h"
 #include "input_upload.h"
 #include "test_pattern.h"
 
@@ -429,6 +431,50 @@ TEST(Launchers, ArgumentChecksAndNoOps) {
   EXPECT_FALSE(cc::copy_2d_async(nullptr, 16, nullptr, 16, 16, 5, nullptr).is_ok());
   EXPECT_TRUE(cc::copy_async(nullptr, nullptr, 0, nullptr).is_ok());
   EXPECT_FALSE(cc::copy_async(nullptr, nullptr, 16, nullptr).is_ok());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Deferred destruction: the release worker's thread parks what it would destroy (a PyTorch
+// reader hung in the driver when that thread destroyed an event during the reader's launch).
+
+TEST(DeferredDestruction, ADeferringThreadParksAndAnotherThreadDestroys) {
+  cc::destroy_parked();  // nothing left over from other tests
+  std::vector<int> order;
+  std::thread worker([&] {
+    cc::DeferDestructionOnThisThread defer;
+    EXPECT_TRUE(cc::park_if_deferred([&] { order.push_back(1); }));
+    {
+      cc::DeferDestructionOnThisThread nested;
+      EXPECT_TRUE(cc::park_if_deferred([&] { order.push_back(2); }));
+    }
+    EXPECT_TRUE(cc::park_if_deferred([&] { order.push_back(3); }));  // still deferring
+    EXPECT_EQ(cc::destroy_parked(), 0u);  // never on the deferring thread itself
+  });
+  worker.join();
+  EXPECT_TRUE(order.empty());
+  EXPECT_EQ(cc::parked_count(), 3u);
+  EXPECT_EQ(cc::destroy_parked(), 3u);
+  EXPECT_EQ(order, (std::vector<int>{1, 2, 3}));  // oldest first
+  EXPECT_EQ(cc::parked_count(), 0u);
+  EXPECT_EQ(cc::destroy_parked(), 0u);
+}
+
+TEST(DeferredDestruction, OtherThreadsDestroyAtOnce) {
+  bool destroyed = false;
+  EXPECT_FALSE(cc::park_if_deferred([&] { destroyed = true; }));
+  EXPECT_FALSE(destroyed);  // the caller destroys; nothing was kept
+  EXPECT_EQ(cc::parked_count(), 0u);
+}
+
+TEST(DeferredDestruction, EmptyObjectsDestroyedOnADeferringThreadParkNothing) {
+  std::thread worker([] {
+    cc::DeferDestructionOnThisThread defer;
+    { cc::Event e; }
+    { cc::Stream s; }
+    { cc::DeviceAllocation a; }
+  });
+  worker.join();
+  EXPECT_EQ(cc::parked_count(), 0u);
 }
 
 }  // namespace
