@@ -204,12 +204,11 @@ Status primary_context(int ordinal, void** context, int* driver_device) {
 
 Stream::~Stream() {
   if (!stream_) return;
-  auto destroy = [stream = stream_, device = device_] {
+  destroy_or_park([stream = stream_, device = device_] {
     DeviceScope scope;
     (void)scope.enter(device);
     (void)cudaStreamDestroy(to_stream(stream));
-  };
-  if (!park_if_deferred(destroy)) destroy();
+  });
 }
 
 Stream::Stream(Stream&& o) noexcept : stream_(o.stream_), device_(o.device_) {
@@ -250,12 +249,11 @@ Status Stream::synchronize() const {
 
 Event::~Event() {
   if (!event_) return;
-  auto destroy = [event = event_, device = device_] {
+  destroy_or_park([event = event_, device = device_] {
     DeviceScope scope;
     (void)scope.enter(device);
     (void)cudaEventDestroy(to_event(event));
-  };
-  if (!park_if_deferred(destroy)) destroy();
+  });
 }
 
 Event::Event(Event&& o) noexcept : event_(o.event_), device_(o.device_) {
@@ -423,7 +421,7 @@ DeviceAllocation::~DeviceAllocation() {
 void DeviceAllocation::reset() {
   if (ptr_ == 0 && handle_ == 0) return;
   if (const DriverApi* d = detail::loaded_driver_api()) {
-    auto destroy = [d, ptr = ptr_, mapped = mapped_, handle = handle_, device = device_] {
+    destroy_or_park([d, ptr = ptr_, mapped = mapped_, handle = handle_, device = device_] {
       DeviceScope scope;
       (void)scope.enter(device, /*for_driver=*/true);
       if (ptr) {
@@ -431,8 +429,7 @@ void DeviceAllocation::reset() {
         (void)d->cuMemAddressFree(ptr, mapped);
       }
       if (handle) (void)d->cuMemRelease(handle);
-    };
-    if (!park_if_deferred(destroy)) destroy();
+    });
   }
   ptr_ = 0;
   size_ = 0;
@@ -563,8 +560,7 @@ Status DeviceAllocation::export_fd(int* fd) const {
 
 HostRegistration::~HostRegistration() {
   if (!ptr_) return;
-  auto destroy = [ptr = ptr_] { (void)cudaHostUnregister(ptr); };
-  if (!park_if_deferred(destroy)) destroy();
+  destroy_or_park([ptr = ptr_] { (void)cudaHostUnregister(ptr); });
 }
 
 HostRegistration::HostRegistration(HostRegistration&& o) noexcept
@@ -595,8 +591,7 @@ Status HostRegistration::create(void* ptr, size_t size, HostRegistration* out) {
 
 PinnedHostBuffer::~PinnedHostBuffer() {
   if (!ptr_) return;
-  auto destroy = [ptr = ptr_] { (void)cudaFreeHost(ptr); };
-  if (!park_if_deferred(destroy)) destroy();
+  destroy_or_park([ptr = ptr_] { (void)cudaFreeHost(ptr); });
 }
 
 PinnedHostBuffer::PinnedHostBuffer(PinnedHostBuffer&& o) noexcept
@@ -636,12 +631,11 @@ Status mapped_device_pointer(void* host, DevicePtr* out) {
 
 DeviceBuffer::~DeviceBuffer() {
   if (!ptr_) return;
-  auto destroy = [ptr = ptr_, device = device_] {
+  destroy_or_park([ptr = ptr_, device = device_] {
     DeviceScope scope;
     (void)scope.enter(device);
     (void)cudaFree(reinterpret_cast<void*>(static_cast<uintptr_t>(ptr)));
-  };
-  if (!park_if_deferred(destroy)) destroy();
+  });
 }
 
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept

@@ -46,6 +46,10 @@ bool park_if_deferred(std::function<void()> destroy) noexcept {
   return true;
 }
 
+void destroy_or_park(const std::function<void()>& destroy) noexcept {
+  if (!park_if_deferred(destroy)) destroy();
+}
+
 size_t destroy_parked() {
   if (defer_depth != 0) return 0;
   Parked& p = parked();

@@ -31,6 +31,10 @@ class DeferDestructionOnThisThread {
 // returns false and the caller destroys at once. `destroy` must not throw.
 bool park_if_deferred(std::function<void()> destroy) noexcept;
 
+// What every CUDA RAII destructor calls: parks `destroy` on a deferring thread, runs it at once
+// elsewhere (or where it could not be parked).
+void destroy_or_park(const std::function<void()>& destroy) noexcept;
+
 // Runs everything parked so far (oldest first) and returns how many; on a deferring thread it
 // runs nothing and returns 0. Any thread, any time; cheap when nothing is parked.
 size_t destroy_parked();

@@ -466,6 +466,22 @@ TEST(DeferredDestruction, OtherThreadsDestroyAtOnce) {
   EXPECT_EQ(cc::parked_count(), 0u);
 }
 
+TEST(DeferredDestruction, DestroyOrParkRunsAtOnceUnlessTheThreadDefers) {
+  cc::destroy_parked();
+  int runs = 0;
+  cc::destroy_or_park([&] { ++runs; });
+  EXPECT_EQ(runs, 1);
+  std::thread worker([&] {
+    cc::DeferDestructionOnThisThread defer;
+    cc::destroy_or_park([&] { ++runs; });
+  });
+  worker.join();
+  EXPECT_EQ(runs, 1);
+  EXPECT_EQ(cc::parked_count(), 1u);
+  EXPECT_EQ(cc::destroy_parked(), 1u);
+  EXPECT_EQ(runs, 2);
+}
+
 TEST(DeferredDestruction, EmptyObjectsDestroyedOnADeferringThreadParkNothing) {
   std::thread worker([] {
     cc::DeferDestructionOnThisThread defer;
