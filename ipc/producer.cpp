@@ -96,6 +96,7 @@ Producer::~Producer() {
 
 void Producer::run() {
   pthread_setname_np(pthread_self(), "cipc-producer");  // named in per-thread figures
+  const std::shared_ptr<void> scope = config_.io_thread_scope ? config_.io_thread_scope() : nullptr;
   std::vector<pollfd> fds;
   std::vector<uint64_t> ids;
   for (;;) {

@@ -11,6 +11,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -64,6 +65,11 @@ struct ProducerConfig {
   SyncMode sync_mode = SyncMode::kNone;
   GpuUuid gpu_uuid{};
   uint64_t instance_id = 0;  // 0: pick a random one
+  // Made when the I/O thread starts and dropped when it ends. Claims that end on that thread
+  // (a hang-up, a timeout, a RELEASE it reads) destroy their FrameHold there; the CUDA backend
+  // uses this to park the slot destructions it would otherwise make behind the application's
+  // back (cuda/deferred_destruction.h: a driver lock the application's launches wait on).
+  std::function<std::shared_ptr<void>()> io_thread_scope;
 };
 
 // What keeps a published frame's slot out of the pool while consumers hold it. The producer

@@ -6,6 +6,7 @@
 #include "host_memory.h"
 #ifdef CIPC_HAVE_CUDA
 #include "cuda_slots.h"
+#include "deferred_destruction.h"
 #include "device.h"
 #endif
 
@@ -35,12 +36,21 @@ BackendFailure open_slot_backend(cipc::MemoryKind kind, int device, cipc::SyncMo
   config.memory_kind = cipc::MemoryKind::kCuda;
   config.sync_mode = out->sync_mode;
   std::copy(info.uuid.begin(), info.uuid.end(), config.gpu_uuid.begin());
+  config.io_thread_scope = [] {
+    return std::make_shared<cipc_cuda::DeferDestructionOnThisThread>();
+  };
   return BackendFailure::kNone;
 #else
   (void)device;
   (void)sync;
   *why = "built without the CUDA toolkit: only host memory can be shared";
   return BackendFailure::kNoCudaBuild;
+#endif
+}
+
+void destroy_parked_slots() {
+#ifdef CIPC_HAVE_CUDA
+  cipc_cuda::destroy_parked();
 #endif
 }
 

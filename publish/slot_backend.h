@@ -29,7 +29,15 @@ enum class BackendFailure {
 
 // The slots' memory for `kind` (kHost or kCuda) on `device` (-1: device 0), with `sync` asked
 // for; sets `config`'s memory_kind, sync_mode and gpu_uuid. kNone on success, else `why`.
+// For CUDA memory it also sets `config.io_thread_scope`: the slots whose last claim ends on the
+// producer's I/O thread are destroyed by destroy_parked_slots() instead.
 BackendFailure open_slot_backend(cipc::MemoryKind kind, int device, cipc::SyncMode sync,
                                  cipc::ProducerConfig& config, SlotBackend* out, std::string* why);
+
+// Destroys the CUDA slot memory and events that background threads parked (the producer's I/O
+// thread, the release worker): cuda/deferred_destruction.h says why they may not. Call it on the
+// publisher's own thread (a frame acquired or rendered, a close); cheap when nothing is parked,
+// nothing at all in a build without CUDA.
+void destroy_parked_slots();
 
 }  // namespace cipc_publish

@@ -132,11 +132,14 @@ Writer::~Writer() {
   }
   if (producer) producer->set_flushing(true);
   // The producer says BYE and drops its claims when the last call using it returns.
+  producer.reset();
+  destroy_parked_slots();
 }
 
 Outcome Writer::acquire(int timeout_ms, std::unique_ptr<Loan>* out) {
   WriterCore& c = *core_;
   const auto start = std::chrono::steady_clock::now();
+  destroy_parked_slots();  // the application's thread: see slot_backend.h
   if (c.closed) return {Code::kClosed, "the writer is closed"};
   if (c.ended) return {Code::kEnded, "the stream was ended"};
   if (c.take_interrupt()) return interrupted_outcome();

@@ -178,6 +178,7 @@ struct SinkPrivate {
     copier.reset();
     backend.reset();
     clock_offset.reset();
+    cipc_publish::destroy_parked_slots();  // what the producer's I/O thread parked
   }
 };
 
@@ -815,6 +816,8 @@ static bool place_frame(GstCudaSinkIpc* self, GstBuffer* buffer, GstCipcCopyPoli
 static GstFlowReturn gst_cuda_sink_ipc_render(GstBaseSink* sink, GstBuffer* buffer) {
   auto* self = GST_CUDA_SINK_IPC(sink);
   SinkPrivate& p = *self->priv;
+  // Slots of an older pool whose last claim ended on the producer's I/O thread.
+  cipc_publish::destroy_parked_slots();
   if (!p.producer || !p.pools || !p.pools->pool()) {
     GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("Received a frame before its format."), (nullptr));
     return GST_FLOW_NOT_NEGOTIATED;

@@ -628,6 +628,63 @@ TEST_P(EachBackend, DroppingTheClaimSendsReleaseAndFreesTheHold) {
   EXPECT_EQ(mismatch(*f.slot->memory, kSlotBytes, 5), -1);
 }
 
+// The CUDA backend parks slot destructions on the I/O thread (cuda/deferred_destruction.h): the
+// scope it asks for must cover every claim that ends there, and end with the thread.
+thread_local bool in_io_thread_scope = false;
+
+class ScopeRecordingHold final : public FrameHold {
+ public:
+  explicit ScopeRecordingHold(std::atomic<int>& ended_in_scope, std::atomic<int>& ended)
+      : ended_in_scope_(ended_in_scope), ended_(ended) {}
+  ~ScopeRecordingHold() override {
+    ended_in_scope_ += in_io_thread_scope;
+    ++ended_;
+  }
+  void retire() override {}
+
+ private:
+  std::atomic<int>& ended_in_scope_;
+  std::atomic<int>& ended_;
+};
+
+TEST_F(ProducerConsumer, ClaimsEndingOnTheIoThreadEndInsideItsScope) {
+  std::atomic<int> scopes_made{0}, scopes_ended{0}, ended_in_scope{0}, ended{0};
+  ProducerConfig cfg = config();
+  cfg.io_thread_scope = [&] {
+    ++scopes_made;
+    in_io_thread_scope = true;
+    return std::shared_ptr<void>(nullptr, [&](void*) {
+      in_io_thread_scope = false;
+      ++scopes_ended;
+    });
+  };
+  start(cfg);
+  make_slots(2);
+  EXPECT_TRUE(eventually([&] { return scopes_made == 1; }));
+  auto c = connect();
+  ASSERT_TRUE(c);
+  expect_caps(*c);
+  Frame f;
+  f.size = kSlotBytes;
+  for (uint32_t i = 0; i < 2; ++i)
+    ASSERT_EQ(producer_->publish(SlotRef{generation_, i, slots_[i].get()}, f,
+                                 std::make_shared<ScopeRecordingHold>(ended_in_scope, ended)),
+              1u);
+  std::vector<ReceivedFrame> held;
+  for (int i = 0; i < 2; ++i) {
+    ConsumerEvent e = c->next(5000);
+    ASSERT_EQ(e.kind, Kind::kFrame);
+    held.push_back(std::move(e.frame));
+  }
+  EXPECT_FALSE(in_io_thread_scope) << "the scope leaked onto the test's thread";
+  c.reset();  // BYE and a hang-up with both frames held: the I/O thread ends both claims
+  ASSERT_TRUE(eventually([&] { return ended == 2; }));
+  EXPECT_EQ(ended_in_scope, 2) << "a claim ended on the I/O thread outside its scope";
+  producer_.reset();
+  EXPECT_EQ(scopes_made, 1);
+  EXPECT_EQ(scopes_ended, 1) << "the scope must end with the I/O thread";
+}
+
 TEST_P(EachBackend, ClaimMayBeReleasedFromAnotherThread) {
   start();
   make_slots(1);
