@@ -71,6 +71,7 @@ cipc_cuda::Status ensure_staging(cipc_cuda::DeviceBuffer& buffer, int device, si
 void DebayerInput::start(int device, cipc_cuda::StreamHandle kernel_stream) {
   device_ = device;
   stream_ = kernel_stream;
+  read_done_ = cipc_cuda::RecycledEvents(device);
   counters_.copies = 0;
   counters_.uploads = 0;
   counters_.path = -1;
@@ -83,6 +84,7 @@ void DebayerInput::stop() {
   if (uploader_.valid()) (void)cipc_cuda::synchronize_stream(uploader_.copy_stream());
   staging_ = cipc_cuda::DeviceBuffer();
   uploader_ = cipc_cuda::InputUploader();
+  read_done_ = cipc_cuda::RecycledEvents(-1);  // those the release worker holds go with it
   timed_width_ = timed_height_ = 0;
   times_ = cipc_cuda::InputPathTimes{};
   stream_ = nullptr;
@@ -188,8 +190,8 @@ cipc_cuda::Status DebayerInput::kernel_queued(const InputPlacement& in) {
 
 cipc_cuda::Status DebayerInput::hold_until_read(GstBuffer* inbuf, const InputPlacement& in) {
   if (!in.hold_on) return cipc_cuda::Status::ok();
-  auto done = std::make_shared<cipc_cuda::Event>();
-  cipc_cuda::Status s = cipc_cuda::Event::create_local(device_, done.get());
+  std::shared_ptr<cipc_cuda::Event> done;
+  cipc_cuda::Status s = read_done_.next(&done);
   if (s) s = done->record(in.hold_on);
   if (!s) return s;
   std::shared_ptr<void> keepalive(gst_buffer_ref(inbuf),

@@ -21,6 +21,7 @@
 #include "cuda_api.h"
 #include "debayer.h"
 #include "input_upload.h"
+#include "recycled_events.h"
 
 namespace cipc_gst {
 
@@ -101,6 +102,7 @@ class DebayerInput {
   cipc_cuda::StreamHandle stream_ = nullptr;  // the kernel's
   cipc_cuda::DeviceBuffer staging_;           // foreign input, allocated on first use
   cipc_cuda::InputUploader uploader_;         // created on the first upload
+  cipc_cuda::RecycledEvents read_done_{-1};   // hold_until_read()'s, for device_
   gint timed_width_ = 0, timed_height_ = 0;   // auto: the size both paths were timed for
   cipc_cuda::InputPathTimes times_;
   DebayerInputCounters counters_;

@@ -10,6 +10,7 @@
 #include "common/cudaplanecopy.h"
 #include "cuda_slots.h"
 #include "memory/pinnedmemory.h"
+#include "recycled_events.h"
 #include "release_worker.h"
 #endif
 #include "common/frameplanes.h"
@@ -22,9 +23,9 @@ struct SlotCopier::Cuda {
 #ifdef CIPC_HAVE_CUDA
   int device = -1;
   cipc_cuda::Stream stream;
-  // "This frame's copy is done" events, recycled: one is free again once the release worker
-  // has dropped its reference.
-  std::vector<std::shared_ptr<cipc_cuda::Event>> copy_done;
+  // "This frame's copy is done" events: one is free again once the release worker has dropped
+  // its reference.
+  std::unique_ptr<cipc_cuda::RecycledEvents> copy_done;
   // Recorded on the stream still writing an input (GStreamer CUDA memory), waited for on ours.
   cipc_cuda::Event input_written;
   // Offered upstream for system-memory frames (upload_pool()), for `upload_caps`.
@@ -62,6 +63,7 @@ std::unique_ptr<SlotCopier> SlotCopier::create(int cuda_device, std::string* err
 #ifdef CIPC_HAVE_CUDA
   copier->cuda_ = std::make_unique<Cuda>();
   copier->cuda_->device = cuda_device;
+  copier->cuda_->copy_done = std::make_unique<cipc_cuda::RecycledEvents>(cuda_device);
   const cipc_cuda::Status s = cipc_cuda::Stream::create(cuda_device, &copier->cuda_->stream);
   if (!s) {
     *error = "could not create a CUDA stream: " + s.message();
@@ -200,14 +202,7 @@ bool SlotCopier::release_after_copy(std::shared_ptr<HeldInput> held, GstBuffer* 
   // upstream's buffer must outlive the copy. Kept by reference and let go by the release worker
   // once the copy is done, so this streaming thread never waits for the GPU.
   std::shared_ptr<cipc_cuda::Event> done;
-  for (const auto& e : cuda_->copy_done)
-    if (e.use_count() == 1) done = e;
-  cipc_cuda::Status s;
-  if (!done) {
-    done = std::make_shared<cipc_cuda::Event>();
-    s = cipc_cuda::Event::create_local(cuda_->device, done.get());
-    if (s) cuda_->copy_done.push_back(done);
-  }
+  cipc_cuda::Status s = cuda_->copy_done->next(&done);
   if (s) s = done->record(cuda_->stream.handle());
   if (!s) {
     // No event: wait here instead; `held` then goes when this returns, the copy complete.

@@ -30,6 +30,7 @@
 
 #include "cuda_api.h"
 #include "cuda_test_util.h"
+#include "recycled_events.h"
 #include "mps_expectation.h"
 #include "test_pattern.h"
 
@@ -691,6 +692,24 @@ TEST_F(Gpu, QueryReportsNotReady) {
   ASSERT_OK(e.synchronize());
   ASSERT_OK(e.query(&done));
   EXPECT_TRUE(done);
+}
+
+TEST_F(Gpu, RecycledEventsReuseOnlyWhatNobodyElseHolds) {
+  cc::RecycledEvents events(0);
+  std::shared_ptr<cc::Event> first, second, again;
+  ASSERT_OK(events.next(&first));
+  ASSERT_TRUE(first && first->valid());
+  ASSERT_OK(first->record(stream_.handle()));
+  ASSERT_OK(events.next(&second));  // `first` is still held: a new one
+  EXPECT_NE(first.get(), second.get());
+  EXPECT_EQ(events.size(), 2u);
+  cc::Event* const first_raw = first.get();
+  first.reset();  // let go (the release worker, once the frame's work is done)
+  ASSERT_OK(events.next(&again));
+  EXPECT_EQ(again.get(), first_raw) << "a free event was not used again";
+  EXPECT_EQ(events.size(), 2u) << "no new event while one was free";
+  ASSERT_OK(again->record(stream_.handle()));
+  ASSERT_OK(again->synchronize());
 }
 
 // ---------------------------------------------------------------------------------------------
