@@ -30,8 +30,8 @@
 
 #include "cuda_api.h"
 #include "cuda_test_util.h"
-#include "recycled_events.h"
 #include "mps_expectation.h"
+#include "recycled_events.h"
 #include "test_pattern.h"
 
 namespace cc = cipc_cuda;
