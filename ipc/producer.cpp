@@ -31,6 +31,10 @@ constexpr uint64_t kAcceptBackoffNs = 200 * 1000000ull;  // after accept() faile
 constexpr uint64_t kStoppedAfterNs = 200 * 1000000ull;
 // How often the I/O thread checks that the socket file at the path is still ours (one lstat).
 constexpr uint64_t kPathCheckNs = 1000 * 1000000ull;
+// While frames keep coming, how often the I/O thread looks whether they stopped (and the RELEASEs
+// queued since are its to read): at least lazy_release_ms apart. The release-timeout's looks
+// (every release_timeout_ms / 4, 500 ms by default) fall on the same wake-ups.
+constexpr uint64_t kLazyRelookNs = 500 * 1000000ull;
 
 UniqueFd open_reserve_fd() {
   return UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
@@ -119,8 +123,19 @@ void Producer::run() {
       }
       timeout = next_timeout_ms(now);
       if (lazy) {
-        const int until_eager = static_cast<int>((lazy_until_ns_ - now) / 1000000 + 1);
-        timeout = timeout < 0 ? until_eager : std::min(timeout, until_eager);
+        // Each publish() pushes the phase's end on. Looking at every end it had when this thread
+        // went to sleep woke it once per lazy_release_ms for nothing while frames flowed (0.19
+        // wake-ups per frame at 60 fps): once a look found frames still coming, look less often.
+        if (lazy_look_ns_ == 0)
+          lazy_look_ns_ = lazy_until_ns_;
+        else if (lazy_look_ns_ <= now)
+          lazy_look_ns_ = std::max(
+              lazy_until_ns_,
+              now + std::max<uint64_t>(kLazyRelookNs, uint64_t{config_.lazy_release_ms} * 1000000));
+        const int until_look = static_cast<int>((lazy_look_ns_ - now) / 1000000 + 1);
+        timeout = timeout < 0 ? until_look : std::min(timeout, until_look);
+      } else {
+        lazy_look_ns_ = 0;
       }
       // A set waker ends this poll at once: not asleep yet (its wake-up reads every consumer).
       io_sleeps_lazily_ = lazy && !wake_.is_set();

@@ -330,6 +330,8 @@ class Producer {
   uint32_t slot_budget_ = 0;  // set_slot_budget(); 0: unlimited
   // Until then consumers' messages wait for publish() (lazy_release_ms); 0: read at once.
   uint64_t lazy_until_ns_ = 0;
+  // When the I/O thread next looks whether the lazy phase ended (0: not in one); see run().
+  uint64_t lazy_look_ns_ = 0;
   bool io_sleeps_lazily_ = false;  // the I/O thread's current poll() leaves RELEASEs queued
   Caps caps_;
   // offer_slot(): the slots of the newest generation offered, by (generation, index).
