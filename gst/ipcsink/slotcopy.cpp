@@ -4,7 +4,6 @@
 #include <gst/video/video.h>
 
 #include <mutex>
-#include <vector>
 
 #ifdef CIPC_HAVE_CUDA
 #include "common/cudaplanecopy.h"
