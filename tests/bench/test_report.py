@@ -315,6 +315,9 @@ def check_peer_and_floors(res):
                             "consumer": [{"name": "src:src", "cpu_us": 175.0, "wakeups": 1.0},
                                          {"name": "cuda-EvtHandlr", "cpu_us": 5.0, "wakeups": 0.17}]}
     run["breakdown_unstamped"] = [unstamped]
+    run["breakdown_events"] = [{"operation": op, "threads": [{"name": "bench-events", "cpu_us": cpu, "wakeups": 1.0}]}
+                               for op, cpu in [("child wait", 50.0), ("idle bystander, 0 busy process(es)", 30.0),
+                                               ("memset + record interprocess", 60.0), ("memset only", 50.0)]]
     run["floor"] = {"messages": 600, "p50_us": 100.0, "p99_us": 300.0, "max_us": 500.0,
                     "receiver_cpu_us": 40.0, "sender_cpu_us": 50.0}
     run["upload_floor"] = [{"size": "1080p", "pageable-1d": {"bytes": 8294400, "p50_us": 700.0, "p99_us": 800.0},
@@ -340,6 +343,10 @@ def check_peer_and_floors(res):
     check("| 150.0 µs (1.50x) | 180.0 µs, 140.0 µs (3.50x) | 200.0 µs, 40.0 µs (0.80x) |" in text,
           "the wake-up table: p50, the consumer's own CPU (less HANDLE) and the producer's own CPU (less its "
           "source, plus the push) against the floor")
+    check("record the release's interprocess event (10.0 µs: \"memset + record interprocess\" less \"memset "
+          "only\"): 70.0 µs, 1.75x the floor's receiver" in text and "1080p 140.0 µs, 2.00x that sum, of which "
+          "70.0 µs is cudasrc-ipc's" in text, "the consumer's own CPU is set against the sum of what it cannot avoid: "
+          "the floor's wake-up, the stream's wait and the release's record, all from the run")
     check("the upload adds 840.0 µs to the zero-copy path's p50, 1.20x the floor" in text,
           "the pageable row is set against one pageable copy of the same frame")
     if shutil.which("gnuplot"):
