@@ -159,14 +159,18 @@ def check_fanout_bounds():
                 "threads": {"consumer": [{"name": "src:src", "cpu_us": 100.0, "wakeups": 1.0, "runq_us": runq}]},
                 "per_consumer_latency_us": [{"cpu": {"p50": p50, "p99": p99, "max": p99, "n": 270}}] * n}
     rows = [row(1, 150.0, 200.0, 100.0, 300.0, 0.0), row(4, 140.0, 200.0, 110.0, 320.0, 1.0),
-            row(64, 790.0, 200.0, 780.0, 1200.0, 120.0)]
+            row(16, 320.0, 200.0, 200.0, 400.0, 10.0), row(64, 800.0, 200.0, 780.0, 1200.0, 120.0)]
     text = " ".join(report.fanout_cpu_bound_lines(rows, 16))
-    check("64 consumers on 16 CPUs need 64 x 200.0 µs of consumer CPU per frame, 800.0 µs per CPU" in text
-          and "p50 780.0 µs (0.97x that bound), p99 1,200 µs (1.50x)" in text
+    check("64 consumers and the producer on 16 CPUs need 64 x 200.0 µs of consumer CPU and 800.0 µs of producer "
+          "CPU per frame, 850.0 µs per CPU" in text
+          and "p50 780.0 µs (0.92x that bound), p99 1,200 µs (1.41x)" in text
           and "waited 120.0 µs per frame for a CPU (`runq_us`; 0.0 µs with one consumer)" in text,
           f"64 consumers on 16 CPUs are set against their CPU bound: {text}")
-    check(text.count("on 16 CPUs") == 1 and report.fanout_cpu_bound_lines(rows, 128) == [],
-          "no CPU bound where the CPUs outnumber the consumers")
+    check("16 consumers and the producer on 16 CPUs need 16 x 200.0 µs of consumer CPU and 320.0 µs of producer "
+          "CPU per frame, 220.0 µs per CPU" in text,
+          f"16 consumers and their producer are 17 processes on 16 CPUs: bounded the same way: {text}")
+    check(text.count("on 16 CPUs") == 2 and report.fanout_cpu_bound_lines(rows, 128) == [],
+          "no CPU bound where the CPUs outnumber the processes")
     floors = [{"receivers": 1, "sender_cpu_us": 40.0}, {"receivers": 4, "sender_cpu_us": 46.0},
               {"receivers": 64, "sender_cpu_us": 250.0}]
     text = " ".join(report.fanout_floor_lines(rows, floors))
@@ -187,6 +191,31 @@ def check_floor_stages(res):
     check("stamp to send 20.0 µs (the producer, up to its sendmsg), send to out 100.0 µs (the consumer: the "
           "wake-up, whose floor is 70.0 µs, then 30.0 µs until the buffer leaves cudasrc-ipc)" in text,
           "the zero-copy p50 beyond the floor is split into the producer's and the consumer's stage")
+    for r in run["breakdown_unstamped"]:
+        r["stages_us"]["send_to_out"]["p50"] = 60.0
+    text = page_of(run, "the wake-up table with a consumer stage below the floor")
+    check("send to out 60.0 µs (the consumer: the wake-up, whose floor is 70.0 µs, the buffer out of cudasrc-ipc "
+          "within that floor)" in text and "then -" not in text,
+          "a consumer stage within the floor reads as such, not as a negative remainder")
+
+
+def check_mps_contrast():
+    """An unpaced case that MPS speeds up at least twofold is named, with both rates and where its
+    frames waited; a case MPS barely changes is not."""
+    report = load_report()
+
+    def row(consumers, mps, fps, p50, gpu_p50):
+        return {"size": "4K", "mode": "zero-copy", "sync_mode": "gpu-events", "paced_fps": 0,
+                "consumers": consumers, "mps": mps, "fps": fps, "fps_steady": fps, "received": [3000] * consumers,
+                "latency_us": {"p50": p50}, "gpu_latency_us": {"p50": gpu_p50}, "gpu": {"gpu_util_mean_pct": 60.0}}
+    rows = [row(3, False, 2000.0, 25.0, 3500.0), row(3, True, 48000.0, 30.0, 50.0),
+            row(1, False, 60000.0, 80.0, 100.0), row(1, True, 62000.0, 80.0, 100.0)]
+    text = " ".join(report.mps_contrast_lines(rows))
+    check("4K, 3 consumers, zero-copy (ours), gpu-events: 2,000 frames/s as ordinary processes, 48,000 as MPS "
+          "clients (24.0x); without MPS its frames reach the consumers' CPUs at p50 25.0 µs but their GPUs at "
+          "3,500 µs, GPU busy 60%" in text and "1 consumer," not in text,
+          f"the case MPS multiplies is set out, the one it does not change is left out: {text}")
+    check(report.mps_contrast_lines(rows[2:]) == [], "no sentence where MPS changes no rate twofold")
 
 
 def check_syscalls(res):
@@ -586,6 +615,7 @@ def main():
     check_peer_and_floors(res)
     check_host_fanout()
     check_fanout_bounds()
+    check_mps_contrast()
     check_floor_stages(res)
     check_one_build_and_mps_pairs(res)
     check_docs_figures()
