@@ -199,6 +199,30 @@ def check_floor_stages(res):
           "a consumer stage within the floor reads as such, not as a negative remainder")
 
 
+def check_copy_wakeups(res):
+    """io-mode=copy's second wake-up per frame is named with its count, and only where it is there."""
+    run = copy.deepcopy(res)
+    rows = [r for r in run.get("breakdown_unstamped") or [] if r["mode"] == "copy"]
+    if not rows:
+        return
+    for r in rows:
+        for t in r["threads"]["consumer"]:
+            if t["name"] == "src:src":
+                t["wakeups"] = 2.0
+                break
+    text = page_of(run, "io-mode=copy waking twice per frame")
+    check("With `io-mode=copy` the consumer's streaming thread wakes more than once per frame (" in text
+          and "2.00" in text.split("With `io-mode=copy`", 1)[-1][:120],
+          "the page names io-mode=copy's second wake-up with the measured count")
+    for r in rows:
+        for t in r["threads"]["consumer"]:
+            if t["name"] == "src:src":
+                t["wakeups"] = 1.0
+                break
+    check("With `io-mode=copy` the consumer's streaming thread" not in page_of(run, "io-mode=copy waking once"),
+          "no such sentence where the copy path wakes once per frame")
+
+
 def check_mps_contrast():
     """An unpaced case that MPS speeds up at least twofold is named, with both rates and where its
     frames waited; a case MPS barely changes is not."""
@@ -616,6 +640,7 @@ def main():
     check_host_fanout()
     check_fanout_bounds()
     check_mps_contrast()
+    check_copy_wakeups(res)
     check_floor_stages(res)
     check_one_build_and_mps_pairs(res)
     check_docs_figures()
