@@ -205,20 +205,16 @@ def check_copy_wakeups(res):
     rows = [r for r in run.get("breakdown_unstamped") or [] if r["mode"] == "copy"]
     if not rows:
         return
-    for r in rows:
-        for t in r["threads"]["consumer"]:
-            if t["name"] == "src:src":
-                t["wakeups"] = 2.0
-                break
+    def streaming_thread_wakes(n):
+        for r in rows:
+            next(t for t in r["threads"]["consumer"] if t["name"] == "src:src")["wakeups"] = n
+
+    streaming_thread_wakes(2.0)
     text = page_of(run, "io-mode=copy waking twice per frame")
     check("With `io-mode=copy` the consumer's streaming thread wakes more than once per frame (" in text
           and "2.00" in text.split("With `io-mode=copy`", 1)[-1][:120],
           "the page names io-mode=copy's second wake-up with the measured count")
-    for r in rows:
-        for t in r["threads"]["consumer"]:
-            if t["name"] == "src:src":
-                t["wakeups"] = 1.0
-                break
+    streaming_thread_wakes(1.0)
     check("With `io-mode=copy` the consumer's streaming thread" not in page_of(run, "io-mode=copy waking once"),
           "no such sentence where the copy path wakes once per frame")
 
