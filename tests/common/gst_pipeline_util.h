@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 // What the GPU harness's pipelines share (tests/gpu/cuda_peer.cpp and gst_cudaipc_peer.cpp):
-// the first error a pipeline left on its bus as one line, and the end of an appsrc-fed stream.
+// parsing a pipeline, the first error it left on its bus as one line, and the end of an
+// appsrc-fed stream.
 #pragma once
 
 #include <gst/app/gstappsrc.h>
@@ -10,6 +11,14 @@
 #include <string>
 
 namespace cipc_test {
+
+// A pipeline from `description`, or nullptr with `*err` set. An element the runtime lacks
+// (gldownload under a runtime without GStreamer's opengl plugin, cudaipcsink before 1.24) is an
+// error, not a partly built pipeline that then waits for frames: gst_parse_launch returns one
+// without the flag.
+inline GstElement* parse_or_null(const std::string& description, GError** err) {
+  return gst_parse_launch_full(description.c_str(), nullptr, GST_PARSE_FLAG_FATAL_ERRORS, err);
+}
 
 // The first error message left on `bus` as one line, "<text> | <debug>"; empty if none.
 inline std::string pop_bus_error(GstBus* bus) {

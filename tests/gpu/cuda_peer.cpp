@@ -234,12 +234,6 @@ void die(const std::string& what) {
   exit(2);
 }
 
-// A pipeline description with an element the runtime lacks (gldownload under a runtime without
-// GStreamer's opengl plugin) is an error, not a partly built pipeline that then waits for frames.
-GstElement* parse_or_null(const std::string& description, GError** err) {
-  return gst_parse_launch_full(description.c_str(), nullptr, GST_PARSE_FLAG_FATAL_ERRORS, err);
-}
-
 void check(const cipc_cuda::Status& s, const char* what) {
   if (!s) die(std::string(what) + ": " + s.message());
 }
@@ -515,7 +509,7 @@ struct ShmDetour {
         "socket-path=" +
         o.socket + " shm-size=" + std::to_string(frame_bytes * size_t(o.pool_size + 2));
     GError* err = nullptr;
-    pipeline = parse_or_null(launch, &err);
+    pipeline = cipc_test::parse_or_null(launch, &err);
     if (!pipeline) die(std::string("shm detour: ") + err->message);
     appsrc = gst_bin_get_by_name(GST_BIN(pipeline), "in");
     GstElement* shm = gst_bin_get_by_name(GST_BIN(pipeline), "shm");
@@ -578,7 +572,7 @@ struct SinkPipeline {
   void launch(const std::string& description, const std::string& who, GstPadProbeCallback on_buffer,
               gpointer data) {
     GError* err = nullptr;
-    pipeline = parse_or_null(description, &err);
+    pipeline = cipc_test::parse_or_null(description, &err);
     if (!pipeline) die(who + ": " + err->message);
     sink = gst_bin_get_by_name(GST_BIN(pipeline), "sink");
     bus = gst_element_get_bus(pipeline);
@@ -1029,7 +1023,7 @@ int consume(const Options& o) {
   }
   launch += " ! appsink name=out sync=false max-buffers=4 enable-last-sample=false";
   GError* err = nullptr;
-  GstElement* pipeline = parse_or_null(launch, &err);
+  GstElement* pipeline = cipc_test::parse_or_null(launch, &err);
   if (!pipeline) die(err->message);
   GstElement* src = gst_bin_get_by_name(GST_BIN(pipeline), "src");
   GstElement* out = gst_bin_get_by_name(GST_BIN(pipeline), "out");
@@ -1348,7 +1342,7 @@ int display(const Options& o) {
                              " socket-path=" + o.socket + " ! " + o.display_sink +
                              " name=out sync=false";
   GError* err = nullptr;
-  GstElement* pipeline = parse_or_null(launch, &err);
+  GstElement* pipeline = cipc_test::parse_or_null(launch, &err);
   if (!pipeline) die(err->message);
   // The pipeline runs on the system clock (CLOCK_MONOTONIC), as the producer's does.
   GstClock* clock = gst_system_clock_obtain();

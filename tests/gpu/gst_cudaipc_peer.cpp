@@ -121,7 +121,7 @@ bool PeerIpcSink::start(const std::string& socket, const GstVideoInfo& info, uns
                              " address=" + socket;
   g_free(caps_text);
   GError* err = nullptr;
-  pipeline_ = gst_parse_launch(launch.c_str(), &err);
+  pipeline_ = cipc_test::parse_or_null(launch, &err);
   if (!pipeline_) {
     *error = std::string("appsrc ! cudaipcsink: ") + (err ? err->message : "?") +
              " (cudaipcsink came with GStreamer 1.24)";
