@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 #include "deferred_releases.h"
 
+#include <algorithm>
 #include <utility>
-
-#include "waker.h"  // cipc::monotonic_ns
 
 namespace cipc_slots {
 
@@ -21,17 +20,31 @@ void DeferredReleases::flush() {
   entries_.clear();
 }
 
-void DeferredReleases::add(CudaRegion& region, std::shared_ptr<void> keepalive) {
-  if (collect() >= max_pending_) {
+void DeferredReleases::add(CudaRegion& region, std::shared_ptr<void> keepalive, uint64_t now_ns) {
+  if (collect(now_ns) >= max_pending_) {
     hand_on(entries_.front());
     entries_.erase(entries_.begin());
   }
-  entries_.push_back(Entry{&region, std::move(keepalive), cipc::monotonic_ns()});
+  if (last_add_ns_ != 0 && now_ns > last_add_ns_) interval_ns_ = now_ns - last_add_ns_;
+  last_add_ns_ = now_ns;
+  entries_.push_back(Entry{&region, std::move(keepalive), now_ns});
 }
 
-size_t DeferredReleases::collect() {
+int DeferredReleases::wait_ms(bool next_frame_can_come, uint64_t now_ns) const {
+  if (entries_.empty()) return -1;
+  uint64_t look_after = kShortLookNs;
+  if (next_frame_can_come && interval_ns_ > 0)
+    look_after = std::clamp(interval_ns_ + interval_ns_ / 2, kShortLookNs,
+                            std::max(give_up_ns_, kShortLookNs));
+  const uint64_t due = entries_.front().since_ns + look_after;
+  if (due <= now_ns) return 1;  // overdue: still looking every millisecond until give_up
+  const uint64_t left_ns = due - now_ns;
+  return static_cast<int>(std::min<uint64_t>((left_ns + 999'999) / 1'000'000, INT32_MAX));
+}
+
+size_t DeferredReleases::collect(uint64_t now_ns) {
   if (entries_.empty()) return 0;
-  const uint64_t now = cipc::monotonic_ns();
+  const uint64_t now = now_ns;
   size_t kept = 0;
   for (Entry& e : entries_) {
     bool done = false;

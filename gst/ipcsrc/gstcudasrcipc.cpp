@@ -829,11 +829,15 @@ static int collect_done_releases(SrcPrivate& p) {
 #ifdef CIPC_HAVE_CUDA
   // io-mode=copy: claims whose copy is done go back now (a downstream that worked on the copy
   // has waited for it by the time it asks for the next frame); with some still pending, wait
-  // for the next message only briefly, then look again (slots/deferred_releases.h).
+  // for the next frame, on whose arrival they are looked at again, but no longer than 1.5 frame
+  // intervals, and only 1 ms when the producer sends nothing more until one goes
+  // (slots/deferred_releases.h).
   if (p.cuda.deferred && p.cuda.deferred->pending() > 0) {
-    if (p.client->consumer()) {
+    if (const cipc::Consumer* consumer = p.client->consumer()) {
       p.cuda.deferred->collect();
-      timeout_ms = p.cuda.deferred->wait_ms();
+      const bool next_frame_can_come =
+          consumer->stats().claims_outstanding < consumer->welcome().max_in_flight;
+      timeout_ms = p.cuda.deferred->wait_ms(next_frame_can_come);
     } else {
       p.cuda.deferred->flush();  // reconnecting may take long: the release worker takes them
     }

@@ -54,7 +54,7 @@ TEST(DeferredReleases, AClaimGoesOnceItsReadsAreDoneAndNotBefore) {
   EXPECT_EQ(deferred.wait_ms(), -1) << "nothing pending: wait as long as you like";
   deferred.add(region, claim(&released));
   EXPECT_EQ(deferred.pending(), 1u);
-  EXPECT_EQ(deferred.wait_ms(), 1) << "pending: look again soon";
+  EXPECT_EQ(deferred.wait_ms(), 1) << "pending, no frame interval known yet: look again soon";
   EXPECT_EQ(deferred.collect(), 1u);
   EXPECT_EQ(released, 0) << "released while the copy still reads the slot";
   region.done = true;
@@ -63,6 +63,58 @@ TEST(DeferredReleases, AClaimGoesOnceItsReadsAreDoneAndNotBefore) {
   EXPECT_EQ(region.handed_over, 0) << "the worker was not needed";
   EXPECT_EQ(deferred.released_here(), 1u);
   EXPECT_EQ(deferred.wait_ms(), -1);
+}
+
+// Paced frames: the receiving thread looks again when the next frame comes, so the timed look
+// waits past it (1.5 intervals after the oldest claim) instead of waking the thread in between;
+// it is short where no next frame can come (max-in-flight) and bounded by the give-up time.
+TEST(DeferredReleases, TheTimedLookWaitsForTheNextFrameUnlessNoneCanCome) {
+  constexpr uint64_t kMs = 1'000'000;
+  constexpr uint64_t kInterval = 16'666'667;  // 60 fps
+  cs::DeferredReleases deferred;
+  FakeRegion first, second;
+  int r1 = 0, r2 = 0;
+  deferred.add(first, claim(&r1), 1000 * kMs);
+  EXPECT_EQ(deferred.frame_interval_ns(), 0u);
+  EXPECT_EQ(deferred.wait_ms(true, 1000 * kMs), 1) << "no interval known yet";
+  first.done = true;
+  deferred.add(second, claim(&r2), 1000 * kMs + kInterval);  // the next frame releases the first
+  EXPECT_EQ(r1, 1);
+  EXPECT_EQ(deferred.released_here(), 1u);
+  EXPECT_EQ(deferred.frame_interval_ns(), kInterval);
+  const uint64_t since = 1000 * kMs + kInterval;
+  EXPECT_EQ(deferred.wait_ms(true, since + kMs / 10), 25)
+      << "looks again 1.5 intervals after the claim came, after the next frame is due";
+  EXPECT_EQ(deferred.wait_ms(true, since + 20 * kMs), 5);
+  EXPECT_EQ(deferred.wait_ms(false, since + kMs / 10), 1)
+      << "at max-in-flight no frame comes until a claim goes: look again soon";
+  EXPECT_EQ(deferred.wait_ms(true, since + 30 * kMs), 1) << "overdue: every millisecond";
+  EXPECT_EQ(deferred.collect(since + 30 * kMs), 1u) << "not done yet, not yet given up";
+  EXPECT_EQ(r2, 0);
+  second.done = true;
+  EXPECT_EQ(deferred.collect(since + 31 * kMs), 0u);
+  EXPECT_EQ(r2, 1);
+  EXPECT_EQ(deferred.wait_ms(true, since + 31 * kMs), -1);
+}
+
+TEST(DeferredReleases, TheTimedLookStaysWithinOneMillisecondAndTheGiveUpTime) {
+  constexpr uint64_t kMs = 1'000'000;
+  FakeRegion regions[4];
+  int released[4] = {};
+  {
+    cs::DeferredReleases slow;  // 1 fps: the look comes at the give-up time, not 1.5 s
+    slow.add(regions[0], claim(&released[0]), 1000 * kMs);
+    regions[0].done = true;
+    slow.add(regions[1], claim(&released[1]), 2000 * kMs);
+    EXPECT_EQ(slow.wait_ms(true, 2000 * kMs), 50);
+  }
+  {
+    cs::DeferredReleases unpaced;  // frames 50 us apart: no look sooner than 1 ms
+    unpaced.add(regions[2], claim(&released[2]), 1000 * kMs);
+    unpaced.add(regions[3], claim(&released[3]), 1000 * kMs + 50'000);
+    EXPECT_EQ(unpaced.wait_ms(true, 1000 * kMs + 50'000), 1);
+  }
+  for (int r : released) EXPECT_EQ(r, 1) << "every claim goes, here or by the worker";
 }
 
 TEST(DeferredReleases, OnlyTheFinishedOnesGoAndTheOthersKeepTheirOrder) {
