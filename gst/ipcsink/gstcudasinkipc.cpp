@@ -141,11 +141,12 @@ struct SinkPrivate {
   std::atomic<guint64> frames_rendered{0};
   std::atomic<guint64> frames_unsent{0};  // not copied in: no consumer (in frames-dropped)
   std::atomic<guint64> copies{0};
-  std::atomic<guint64> device_copies{0};     // of them: GstCudaMemory copied on the GPU
-  std::atomic<guint64> pageable_uploads{0};  // of them: uploads from pageable memory (staged)
-  std::atomic<guint64> gst_cuda_shared{0};   // GstCudaMemory frames sent without a copy
-  std::atomic<guint64> pool_generation{0};   // mirrors pools->generation() for the stats
-  std::atomic<bool> cuda_mps{false};         // memory=cuda and our context is an MPS client
+  std::atomic<guint64> device_copies{0};       // of them: GstCudaMemory copied on the GPU
+  std::atomic<guint64> pageable_uploads{0};    // of them: uploads from pageable memory (staged)
+  std::atomic<guint64> pageable_upload_ns{0};  // the streaming thread's time in those uploads
+  std::atomic<guint64> gst_cuda_shared{0};     // GstCudaMemory frames sent without a copy
+  std::atomic<guint64> pool_generation{0};     // mirrors pools->generation() for the stats
+  std::atomic<bool> cuda_mps{false};           // memory=cuda and our context is an MPS client
   std::atomic<guint64> pool_rollovers{0};
 
   // A new stream's statistics start from zero, and its first copy is announced again.
@@ -155,6 +156,7 @@ struct SinkPrivate {
     copies = 0;
     device_copies = 0;
     pageable_uploads = 0;
+    pageable_upload_ns = 0;
     gst_cuda_shared = 0;
     pool_generation = 0;
     pool_rollovers = 0;
@@ -222,16 +224,17 @@ static GstStructure* make_stats(GstCudaSinkIpc* self) {
       "frames-sent", G_TYPE_UINT64, ps.frames_sent, "frames-dropped", G_TYPE_UINT64,
       ps.frames_dropped + p.frames_unsent.load(), "copies", G_TYPE_UINT64, p.copies.load(),
       "device-copies", G_TYPE_UINT64, p.device_copies.load(), "pageable-uploads", G_TYPE_UINT64,
-      p.pageable_uploads.load(), "gst-cuda-frames-shared", G_TYPE_UINT64, p.gst_cuda_shared.load(),
-      "consumers", G_TYPE_UINT64, ps.consumers, "consumers-total", G_TYPE_UINT64,
-      ps.consumers_total, "consumers-timed-out", G_TYPE_UINT64, ps.consumers_timed_out,
-      "consumers-rejected", G_TYPE_UINT64, ps.consumers_rejected, "releases", G_TYPE_UINT64,
-      ps.releases, "claims-outstanding", G_TYPE_UINT64, ps.claims_outstanding, "slots-exported",
-      G_TYPE_UINT64, ps.slots_exported, "backpressure-waits", G_TYPE_UINT64, ps.backpressure_waits,
-      "slots-retired", G_TYPE_UINT64, ps.slots_retired, "retire-notices", G_TYPE_UINT64,
-      ps.retire_notices, "pool-generation", G_TYPE_UINT64, p.pool_generation.load(),
-      "pool-rollovers", G_TYPE_UINT64, p.pool_rollovers.load(), "cuda-mps", G_TYPE_BOOLEAN,
-      static_cast<gboolean>(p.cuda_mps.load()), nullptr);
+      p.pageable_uploads.load(), "pageable-upload-ns", G_TYPE_UINT64, p.pageable_upload_ns.load(),
+      "gst-cuda-frames-shared", G_TYPE_UINT64, p.gst_cuda_shared.load(), "consumers", G_TYPE_UINT64,
+      ps.consumers, "consumers-total", G_TYPE_UINT64, ps.consumers_total, "consumers-timed-out",
+      G_TYPE_UINT64, ps.consumers_timed_out, "consumers-rejected", G_TYPE_UINT64,
+      ps.consumers_rejected, "releases", G_TYPE_UINT64, ps.releases, "claims-outstanding",
+      G_TYPE_UINT64, ps.claims_outstanding, "slots-exported", G_TYPE_UINT64, ps.slots_exported,
+      "backpressure-waits", G_TYPE_UINT64, ps.backpressure_waits, "slots-retired", G_TYPE_UINT64,
+      ps.slots_retired, "retire-notices", G_TYPE_UINT64, ps.retire_notices, "pool-generation",
+      G_TYPE_UINT64, p.pool_generation.load(), "pool-rollovers", G_TYPE_UINT64,
+      p.pool_rollovers.load(), "cuda-mps", G_TYPE_BOOLEAN, static_cast<gboolean>(p.cuda_mps.load()),
+      nullptr);
 }
 
 static void gst_cuda_sink_ipc_set_property(GObject* object, guint prop_id, const GValue* value,
@@ -587,6 +590,7 @@ static GstBuffer* copy_into_slot(GstCudaSinkIpc* self, GstBuffer* buffer, bool* 
   }
   ++p.copies;
   p.pageable_uploads = p.copier->pageable_uploads();
+  p.pageable_upload_ns = p.copier->pageable_upload_ns();
 #ifdef CIPC_HAVE_GST_CUDA
   if (p.cuda_memory && cipc_gst::buffer_is_gst_cuda_memory(buffer)) ++p.device_copies;
 #endif
@@ -1094,7 +1098,9 @@ static void gst_cuda_sink_ipc_class_init(GstCudaSinkIpcClass* klass) {
           "was skipped, or no consumer was attached and a frame that needed a copy was not "
           "copied), copies, device-copies (of them: GStreamer CUDA memory copied on the "
           "GPU), pageable-uploads (of them: uploads from pageable memory, which "
-          "the driver stages synchronously), gst-cuda-frames-shared (GStreamer CUDA memory "
+          "the driver stages synchronously), pageable-upload-ns (the streaming thread's "
+          "time inside those uploads, in nanoseconds), gst-cuda-frames-shared (GStreamer CUDA "
+          "memory "
           "written into the exportable pool proposed upstream and sent without a copy, "
           "GStreamer >= 1.24), consumers, consumers-total, consumers-timed-out, "
           "consumers-rejected, releases, claims-outstanding, slots-exported, "

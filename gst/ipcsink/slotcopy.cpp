@@ -11,6 +11,7 @@
 #include "memory/pinnedmemory.h"
 #include "recycled_events.h"
 #include "release_worker.h"
+#include "waker.h"  // cipc::monotonic_ns
 #endif
 #include "common/frameplanes.h"
 #include "common/gstcompat.h"
@@ -110,13 +111,14 @@ static GstVideoInfo layout_of(const GstVideoInfo& info, GstBuffer* buffer) {
 // An upload runs asynchronously only from page-locked memory: our pinned pool's, or pooled
 // upstream memory locked here once for its life (its pool hands the same memory back frame after
 // frame). Anything else is pageable; the driver stages it synchronously, and it is counted.
-void SlotCopier::note_upload_source(GstBuffer* buffer, const GstVideoFrame& frame) {
+bool SlotCopier::note_upload_source(GstBuffer* buffer, const GstVideoFrame& frame) {
   GstMemory* mem = gst_buffer_n_memory(buffer) == 1 ? gst_buffer_peek_memory(buffer, 0) : nullptr;
   cipc_cuda::DevicePtr pinned = 0;
-  if (mem && gst_cipc_pinned_memory_device_ptr(mem, &pinned)) return;
+  if (mem && gst_cipc_pinned_memory_device_ptr(mem, &pinned)) return false;
   if (mem && buffer->pool && register_host_memory_once(mem, frame.map[0].data, frame.map[0].size))
-    return;
+    return false;
   ++pageable_uploads_;
+  return true;
 }
 
 // Our copy of GStreamer CUDA memory waits on the GPU for the stream still writing it; where the
@@ -155,6 +157,7 @@ bool SlotCopier::cuda_copy(const GstVideoInfo& info, GstBuffer* buffer, GstBuffe
   bool& mapped = held->mapped;
   PlanePointers src;
   GstMemory* pending_mem = nullptr;  // GStreamer CUDA memory whose writer may still be running
+  bool pageable = false;             // the driver stages the copy: it returns once it has read it
   if (status && in_cuda) {
     // Another element's CUDA memory: one device-to-device copy, after its writer.
     if (!in_cuda->wait_ready(in_mem, stream))
@@ -176,15 +179,17 @@ bool SlotCopier::cuda_copy(const GstVideoInfo& info, GstBuffer* buffer, GstBuffe
       if (on_device)
         pending_mem = in_mem;
       else
-        note_upload_source(buffer, in);
+        pageable = note_upload_source(buffer, in);
     }
   }
   if (status && pending_mem) status = order_after_writer(pending_mem, stream);
   // A slot is one allocation, and so is an input of one memory: one 1D copy where the layouts
   // agree, the simplest copy for the driver to stage from pageable memory.
+  const uint64_t copy_start_ns = pageable ? cipc::monotonic_ns() : 0;
   if (status)
     status = copy_planes_async(info, planes_at(dst->ptr(), layout_of(info, slot)), src, stream,
                                in_mem != nullptr);
+  if (pageable) pageable_upload_ns_ += cipc::monotonic_ns() - copy_start_ns;
   if (status) status = dst->end_write(stream);
   if (!status) {
     *error = status.message();

@@ -45,6 +45,9 @@ class SlotCopier {
   GstBufferPool* upload_pool(GstCaps* caps, guint size);
   // Uploads that read pageable memory (each a synchronous staging copy in the driver).
   guint64 pageable_uploads() const { return pageable_uploads_; }
+  // The streaming thread's time inside those uploads' copy calls, in nanoseconds (wall clock):
+  // what a producer pays for frames that bypass the pinned pool.
+  guint64 pageable_upload_ns() const { return pageable_upload_ns_; }
 
  private:
   struct Cuda;
@@ -53,13 +56,15 @@ class SlotCopier {
   bool cuda_copy(const GstVideoInfo& info, GstBuffer* buffer, GstBuffer* slot, std::string* error);
   struct HeldInput;
 #ifdef CIPC_HAVE_CUDA
-  void note_upload_source(GstBuffer* buffer, const GstVideoFrame& frame);
+  // True (and counted) when the upload will read pageable memory.
+  bool note_upload_source(GstBuffer* buffer, const GstVideoFrame& frame);
   cipc_cuda::Status order_after_writer(GstMemory* mem, cipc_cuda::StreamHandle stream);
 #endif
   // CUDA builds: lets go of `held` (upstream's buffer) once the copy on the stream is done.
   bool release_after_copy(std::shared_ptr<HeldInput> held, GstBuffer* buffer, std::string* error);
   std::unique_ptr<Cuda> cuda_;
   std::atomic<guint64> pageable_uploads_{0};
+  std::atomic<guint64> pageable_upload_ns_{0};
 };
 
 }  // namespace cipc_gst
