@@ -11,8 +11,8 @@ GType gst_cipc_io_mode_get_type(void) {
          "until it drops the buffer",
          "import"},
         {GST_CIPC_IO_COPY,
-         "Output a private device copy and release the producer's slot at once (for consumers "
-         "that keep frames long)",
+         "Output a private device copy and release the producer's slot once the copy has read "
+         "it, by the next frame (for consumers that keep frames long)",
          "copy"},
         {0, nullptr, nullptr}};
     return cipc_gst::register_enum("GstCipcIoMode", values);
