@@ -42,9 +42,8 @@ int DeferredReleases::wait_ms(bool next_frame_can_come, uint64_t now_ns) const {
   return static_cast<int>(std::min<uint64_t>((left_ns + 999'999) / 1'000'000, INT32_MAX));
 }
 
-size_t DeferredReleases::collect(uint64_t now_ns) {
+size_t DeferredReleases::collect(uint64_t now) {
   if (entries_.empty()) return 0;
-  const uint64_t now = now_ns;
   size_t kept = 0;
   for (Entry& e : entries_) {
     bool done = false;

@@ -70,21 +70,18 @@ const char* io_mode_description() {
   if (cipc_gst::gst_cuda_can_wrap_device_memory())
     return "For CUDA memory output: hand downstream the producer's slot (import), or a private "
            "device copy that releases the slot once the copy has read it, by the next frame "
-           "(copy). GStreamer CUDA memory "
-           "(memory:CUDAMemory) downstream gets the slot wrapped with import (this build: "
-           "GStreamer 1.24 or later), a copy with copy. System-memory output is always one "
-           "download into downstream's buffer";
+           "(copy). GStreamer CUDA memory (memory:CUDAMemory) downstream gets the slot wrapped "
+           "with import (this build: GStreamer 1.24 or later), a copy with copy. System-memory "
+           "output is always one download into downstream's buffer";
   return "For CUDA memory output: hand downstream the producer's slot (import), or a private "
          "device copy that releases the slot once the copy has read it, by the next frame (copy). "
-         "GStreamer CUDA memory "
-         "(memory:CUDAMemory) downstream always gets a device copy (this build: GStreamer "
-         "before 1.24 cannot wrap the slot). System-memory output is always one download into "
-         "downstream's buffer";
+         "GStreamer CUDA memory (memory:CUDAMemory) downstream always gets a device copy (this "
+         "build: GStreamer before 1.24 cannot wrap the slot). System-memory output is always one "
+         "download into downstream's buffer";
 #else
   return "For CUDA memory output: hand downstream the producer's slot (import), or a private "
          "device copy that releases the slot once the copy has read it, by the next frame (copy). "
-         "System-memory output is always one "
-         "download into downstream's buffer";
+         "System-memory output is always one download into downstream's buffer";
 #endif
 }
 
